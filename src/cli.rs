@@ -1,0 +1,240 @@
+//! The `jobstore` command line: `serve` and `migrate`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::{self, ExecutorConfig};
+use crate::http::{AppState, HttpConfig};
+use crate::ids::ClusterId;
+use crate::store::{self, ClusterConfig, ConfiguredBy, StoreConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "jobstore",
+    version,
+    about = "A shared, SQL-inspectable store for Apache Flink's job results and savepoint operations"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the HTTP API (applies migrations first).
+    Serve(ServeArgs),
+    /// Apply the database migrations and exit.
+    Migrate(DatabaseArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DatabaseArgs {
+    /// `sqlite://PATH` (created if missing) or `postgres://USER@HOST:PORT/DB` for the shared store.
+    #[arg(
+        long,
+        env = "JOBSTORE_DATABASE_URL",
+        default_value = "sqlite://jobstore.db",
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// Most database connections per process (SQLite: readers beside its one writer).
+    #[arg(long, env = "JOBSTORE_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    pub db_max_connections: u32,
+    /// How long a request waits for the database before it is answered 503.
+    #[arg(long, env = "JOBSTORE_DB_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub db_timeout: Duration,
+}
+
+impl DatabaseArgs {
+    pub fn store_config(&self, migrate: bool) -> StoreConfig {
+        StoreConfig {
+            url: self.database_url.clone(),
+            max_connections: self.db_max_connections,
+            acquire_timeout: self.db_timeout,
+            migrate,
+        }
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Address to listen on.
+    #[arg(long, env = "JOBSTORE_LISTEN", default_value = "127.0.0.1:8090")]
+    pub listen: SocketAddr,
+    /// The cluster the un-prefixed Flink routes (`/jobs/...`) act on.
+    #[arg(long, env = "JOBSTORE_CLUSTER_ID", default_value = "default")]
+    pub cluster_id: String,
+    /// Mark-clean deletes the entry instead of keeping it clean (Flink's delete-on-commit).
+    #[arg(long, env = "JOBSTORE_DELETE_ON_COMMIT")]
+    pub delete_on_commit: bool,
+    /// Largest request body, in bytes (413 beyond).
+    #[arg(long, env = "JOBSTORE_BODY_LIMIT", default_value_t = 1024 * 1024)]
+    pub body_limit: usize,
+    /// A request that takes longer is answered 408.
+    #[arg(long, env = "JOBSTORE_REQUEST_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+    /// Default savepoint directory of the default cluster (unless set with PUT /v1/clusters/{cluster}).
+    #[arg(long, env = "JOBSTORE_SAVEPOINT_DIR")]
+    pub savepoint_dir: Option<String>,
+    /// Flink REST URL of the default cluster: this service then drives its savepoints there.
+    #[arg(long, env = "JOBSTORE_FLINK_REST_URL")]
+    pub flink_rest_url: Option<String>,
+    /// Completed savepoint operations are removed this long after completion.
+    #[arg(long, env = "JOBSTORE_OPERATION_RETENTION", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub operation_retention: Duration,
+    /// An operation not completed this long after its trigger fails as timed out.
+    #[arg(long, env = "JOBSTORE_OPERATION_TIMEOUT", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub operation_timeout: Duration,
+    /// Pause between polls of Flink's savepoint status.
+    #[arg(long, env = "JOBSTORE_POLL_INTERVAL", default_value = "500ms", value_parser = humantime::parse_duration)]
+    pub poll_interval: Duration,
+    /// How long an executor holds an operation without renewing its lease.
+    #[arg(long, env = "JOBSTORE_LEASE", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub lease: Duration,
+    /// Timeout of one request to Flink.
+    #[arg(long, env = "JOBSTORE_FLINK_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub flink_timeout: Duration,
+    /// Do not drive savepoints on Flink from this process (another replica or an outside
+    /// executor does).
+    #[arg(long, env = "JOBSTORE_NO_EXECUTOR")]
+    pub no_executor: bool,
+    /// Log format: readable text or one JSON object per line.
+    #[arg(long, env = "JOBSTORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("JOBSTORE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("jobstore: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => {
+                init_logging(args.log_format);
+                serve(args).await
+            }
+            Command::Migrate(args) => {
+                init_logging(LogFormat::Text);
+                store::open(&args.store_config(true)).await.map(|_| ())
+            }
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("jobstore: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the service until SIGTERM or SIGINT, then finishes the requests in flight.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let store_config = args.db.store_config(true);
+    tracing::info!(database = %store::redact_url(&store_config.url), "opening the store");
+    let store = store::open(&store_config).await?;
+    let default_cluster: ClusterId = args
+        .cluster_id
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--cluster-id {:?}: it {e}", args.cluster_id))?;
+    if let Some(url) = &args.flink_rest_url {
+        crate::http::savepoints::validate_flink_url(url)
+            .map_err(|e| anyhow::anyhow!("--flink-rest-url: {}", e.message))?;
+    }
+    // The default cluster follows the flags, unless a PUT configured it.
+    let flags = ClusterConfig {
+        cluster_id: default_cluster.to_string(),
+        flink_rest_url: args.flink_rest_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
+        savepoint_directory: args.savepoint_dir.clone().filter(|d| !d.is_empty()),
+    };
+    if store.put_cluster(&flags, ConfiguredBy::Flags).await?.is_none() {
+        tracing::info!(cluster = %default_cluster, "the default cluster was configured through PUT; --flink-rest-url and --savepoint-dir are not applied");
+    }
+    let state = AppState::new(
+        store.clone(),
+        HttpConfig {
+            delete_on_commit: args.delete_on_commit,
+            body_limit: args.body_limit,
+            request_timeout: args.request_timeout,
+            default_cluster,
+        },
+    );
+    let shutdown = CancellationToken::new();
+    let executor = (!args.no_executor).then(|| {
+        let config = ExecutorConfig {
+            poll_interval: args.poll_interval,
+            lease: args.lease,
+            operation_timeout: args.operation_timeout,
+            retention: args.operation_retention,
+            flink_timeout: args.flink_timeout,
+            ..ExecutorConfig::default()
+        };
+        tokio::spawn(executor::run(store.clone(), config, state.executor_wakeup.clone(), shutdown.clone()))
+    });
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    tracing::info!(listen = %listener.local_addr()?, "jobstore is serving");
+    let stop = shutdown.clone();
+    axum::serve(listener, crate::http::router(state))
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            stop.cancel();
+        })
+        .await?;
+    shutdown.cancel();
+    if let Some(executor) = executor {
+        let _ = executor.await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}

@@ -1,0 +1,210 @@
+//! The savepoint executor, in every `serve` process: it claims open operations of clusters
+//! with a Flink REST URL under a lease, triggers them on Flink with the operation's own
+//! request id as Flink's `triggerId`, polls Flink's status and stores the result verbatim.
+//! Every write of the holder is fenced by its attempt number. It also times out
+//! operations nobody completes and removes completed ones after their retention.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::flink::{self, FlinkAnswer, FlinkClient};
+use crate::ids::ClusterId;
+use crate::store::{Claimed, OperationKey, Outcome, Progress, Store, StoreError};
+
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// This process's name in `lease_owner`.
+    pub owner: String,
+    /// Pause between status polls of one operation, and between claims when idle.
+    pub poll_interval: Duration,
+    /// How long a claim holds an operation without renewal.
+    pub lease: Duration,
+    /// An operation not completed this long after it was created fails as timed out.
+    pub operation_timeout: Duration,
+    /// Completed operations are removed this long after completion.
+    pub retention: Duration,
+    /// Operations one process drives at once.
+    pub concurrency: usize,
+    /// Timeout of one request to Flink.
+    pub flink_timeout: Duration,
+    /// Longest pause between retries while Flink is unreachable.
+    pub max_backoff: Duration,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            owner: flink::owner_name(),
+            poll_interval: Duration::from_millis(500),
+            lease: Duration::from_secs(30),
+            operation_timeout: Duration::from_secs(3600),
+            retention: Duration::from_secs(7 * 24 * 3600),
+            concurrency: 16,
+            flink_timeout: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How often the timeout sweep and retention run.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(10);
+
+/// Runs until `shutdown` is cancelled. Operations still held then are left to their lease.
+pub async fn run(
+    store: Arc<dyn Store>,
+    config: ExecutorConfig,
+    wakeup: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    let config = Arc::new(config);
+    let client = FlinkClient::new(config.flink_timeout);
+    let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
+    let mut last_housekeeping: Option<tokio::time::Instant> = None;
+    tracing::info!(owner = %config.owner, "savepoint executor started");
+    loop {
+        if last_housekeeping.is_none_or(|t| t.elapsed() >= HOUSEKEEPING_EVERY) {
+            housekeeping(store.as_ref(), &config).await;
+            last_housekeeping = Some(tokio::time::Instant::now());
+        }
+        // Claim while there are free slots and open work.
+        loop {
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                break;
+            };
+            match store.claim_operation(&config.owner, config.lease).await {
+                Ok(Some(claimed)) => {
+                    let (store, config, client) = (store.clone(), config.clone(), client.clone());
+                    let stop = shutdown.child_token();
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            _ = drive(store.as_ref(), &config, &client, claimed) => {}
+                            _ = stop.cancelled() => {}
+                        }
+                        drop(permit);
+                    });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log_store_error("claiming a savepoint operation", &e);
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = wakeup.notified() => {}
+            _ = tokio::time::sleep(config.poll_interval) => {}
+        }
+    }
+    tracing::info!("savepoint executor stopped");
+}
+
+async fn housekeeping(store: &dyn Store, config: &ExecutorConfig) {
+    let cause = flink::timeout_cause(config.operation_timeout, None);
+    match store.expire_operations(config.operation_timeout, &cause).await {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(count = n, "savepoint operations timed out"),
+        Err(e) => log_store_error("timing out savepoint operations", &e),
+    }
+    match store.purge_operations(config.retention).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(count = n, "completed savepoint operations removed after their retention"),
+        Err(e) => log_store_error("removing old savepoint operations", &e),
+    }
+}
+
+fn log_store_error(what: &str, e: &StoreError) {
+    match e {
+        StoreError::Unavailable(_) => tracing::warn!(error = %e, "{what}"),
+        _ => tracing::error!(error = %e, "{what}"),
+    }
+}
+
+/// Drives one held operation to completion, or until its lease is lost.
+pub async fn drive(store: &dyn Store, config: &ExecutorConfig, client: &FlinkClient, claimed: Claimed) {
+    let Claimed { operation: op, flink_rest_url: base } = claimed;
+    let key = match (op.cluster_id.parse::<ClusterId>(), op.job_id.parse(), op.request_id.parse()) {
+        (Ok(cluster), Ok(job), Ok(request)) => OperationKey { cluster, job, request },
+        _ => {
+            tracing::error!(?op, "stored operation with malformed ids");
+            return;
+        }
+    };
+    let fence = op.attempt;
+    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, attempt = fence);
+    let _enter = span.enter();
+    if op.attempt > 1 {
+        tracing::info!("took over a savepoint operation whose lease expired");
+    }
+    let deadline = op.created_at
+        + chrono::Duration::from_std(config.operation_timeout).unwrap_or(chrono::Duration::MAX);
+    let mut triggered = op.triggered_at.is_some();
+    let mut last_error: Option<String> = None;
+    let mut failures: u32 = 0;
+
+    loop {
+        if Utc::now() >= deadline {
+            finish(store, &key, fence, Outcome::FailureCause(flink::timeout_cause(config.operation_timeout, last_error.as_deref()))).await;
+            return;
+        }
+        let answer = if triggered {
+            client.status(&base, &op.job_id, &op.request_id).await
+        } else {
+            client.trigger(&base, &op).await
+        };
+        match answer {
+            Ok(FlinkAnswer::Accepted) => {
+                triggered = true;
+                last_error = None;
+                failures = 0;
+            }
+            Ok(FlinkAnswer::InProgress) => {
+                last_error = None;
+                failures = 0;
+            }
+            Ok(FlinkAnswer::Completed(Ok(location))) => return finish(store, &key, fence, Outcome::Location(location)).await,
+            Ok(FlinkAnswer::Completed(Err(cause))) => return finish(store, &key, fence, Outcome::FailureCause(cause)).await,
+            Ok(FlinkAnswer::NotFound(message)) => {
+                return finish(store, &key, fence, Outcome::FailureCause(flink::lost_cause(&op.job_id, &op.request_id, &message))).await;
+            }
+            Ok(FlinkAnswer::Rejected(code, message)) => {
+                return finish(store, &key, fence, Outcome::FailureCause(flink::rejected_cause(&op.job_id, code, &message))).await;
+            }
+            Err(flink::Unreachable(message)) => {
+                tracing::warn!(error = %message, "Flink unreachable; retrying");
+                last_error = Some(message);
+                failures = failures.saturating_add(1);
+            }
+        }
+        let progress = Progress { triggered, error: last_error.clone() };
+        match store.renew_operation(&key, fence, config.lease, &progress).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!("the lease was taken over or the operation completed elsewhere; letting go");
+                return;
+            }
+            Err(e) => log_store_error("renewing a savepoint lease", &e),
+        }
+        let pause = if failures == 0 {
+            config.poll_interval
+        } else {
+            let factor = 2u32.saturating_pow(failures.min(16) - 1);
+            config.poll_interval.saturating_mul(factor).min(config.max_backoff)
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+async fn finish(store: &dyn Store, key: &OperationKey, fence: i32, outcome: Outcome) {
+    match store.complete_operation(key, &outcome, Some(fence)).await {
+        Ok(_) => tracing::info!(?outcome, "savepoint operation completed"),
+        Err(StoreError::Conflict) => {
+            tracing::warn!("lost the lease before completing; another holder completes it")
+        }
+        Err(e) => log_store_error("completing a savepoint operation", &e),
+    }
+}

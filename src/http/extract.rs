@@ -1,0 +1,108 @@
+//! Extractors whose rejections are the contract's error answers.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// Path parameters as strings; each handler parses its ids with its own messages.
+pub struct PathParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| PathParams(p.0))
+            .map_err(|e| {
+                ApiError::bad_request(format!(
+                    "Bad request, could not parse path parameters: {}",
+                    e.body_text()
+                ))
+            })
+    }
+}
+
+/// The query string, deserialised with a 400 answer when it does not fit.
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| QueryParams(q.0))
+            .map_err(|e| {
+                ApiError::bad_request(format!("malformed query string: {}", e.body_text()))
+            })
+    }
+}
+
+/// The body read whole (within the body limit), with a 413 answer beyond it.
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(req, state)
+            .await
+            .map(RawBody)
+            .map_err(|e| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "the request body is larger than the configured limit",
+                    )
+                } else {
+                    ApiError::bad_request(format!(
+                        "could not read the request body: {}",
+                        e.body_text()
+                    ))
+                }
+            })
+    }
+}
+
+/// Whether the request says its body is JSON (`application/json` or `application/*+json`).
+pub fn is_json(parts_headers: &axum::http::HeaderMap) -> bool {
+    let Some(ct) = parts_headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
+
+/// A JSON body that must be there: 415 without a JSON content type, 400 when it does not
+/// parse, 413 over the limit.
+pub struct JsonValue(pub serde_json::Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonValue {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "expected a JSON body with Content-Type: application/json",
+            ));
+        }
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
+        serde_json::from_slice(&bytes)
+            .map(JsonValue)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
+    }
+}

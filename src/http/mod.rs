@@ -1,0 +1,154 @@
+//! The HTTP API: routes, extractors and the one error mapping. It talks to the store
+//! trait, never to the database driver.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, Uri};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+use crate::ids::{ClusterId, HexId};
+use crate::store::Store;
+use crate::wire::ResultKind;
+
+pub mod error;
+pub mod extract;
+pub mod results;
+pub mod savepoints;
+
+use error::{ApiError, ApiResult};
+
+/// Settings of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Mark-clean deletes the entry (Flink's `job-result-store.delete-on-commit`).
+    pub delete_on_commit: bool,
+    /// Largest request body accepted (413 beyond).
+    pub body_limit: usize,
+    /// A request that takes longer is answered 408.
+    pub request_timeout: Duration,
+    /// The cluster the un-prefixed Flink routes (`/jobs/...`) act on.
+    pub default_cluster: ClusterId,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            delete_on_commit: false,
+            body_limit: 1024 * 1024,
+            request_timeout: Duration::from_secs(30),
+            default_cluster: "default".parse().expect("a valid cluster id"),
+        }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub config: Arc<HttpConfig>,
+    /// Wakes the executor when there is new work (a trigger, a cluster configured).
+    pub executor_wakeup: Arc<tokio::sync::Notify>,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, config: HttpConfig) -> Self {
+        AppState {
+            store,
+            config: Arc::new(config),
+            executor_wakeup: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+}
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.config.body_limit;
+    let request_timeout = state.config.request_timeout;
+    Router::new()
+        .merge(results::router(ResultKind::Job))
+        .merge(results::router(ResultKind::Application))
+        .merge(savepoints::router())
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            timeout(request_timeout, req, next)
+        }))
+        .with_state(state)
+}
+
+async fn timeout(
+    limit: Duration,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request did not complete within {} s",
+                limit.as_secs_f64()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::not_found(format!("Unable to load requested file {}.", uri.path()))
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed for this route",
+    )
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<AppState>) -> axum::response::Response {
+    match state.store.ready().await {
+        Ok(()) => Json(json!({"status": "ready"})).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: the database is unreachable or not migrated",
+            )
+            .into_response()
+        }
+    }
+}
+
+/// Parses a cluster id from a path.
+pub fn parse_cluster(raw: &str) -> ApiResult<ClusterId> {
+    raw.parse().map_err(|e| {
+        ApiError::bad_request(format!("cluster id {:?} is invalid: it {e}", truncate(raw)))
+    })
+}
+
+/// Parses a 32-hex id named `what`.
+pub fn parse_hex(what: &str, raw: &str) -> ApiResult<HexId> {
+    raw.parse().map_err(|e| {
+        ApiError::bad_request(format!("{what} {:?} is invalid: it {e}", truncate(raw)))
+    })
+}
+
+/// At most 64 characters of client input, for messages.
+fn truncate(raw: &str) -> String {
+    match raw.char_indices().nth(64) {
+        Some((i, _)) => format!("{}...", &raw[..i]),
+        None => raw.to_owned(),
+    }
+}

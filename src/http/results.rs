@@ -1,0 +1,210 @@
+//! The job result store and the application result store: the same six requests, keyed by
+//! `result.id` or `result.application-id`.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::SecondsFormat;
+use serde_json::{Map, Value, json};
+
+use super::error::{ApiError, ApiResult};
+use super::extract::{JsonValue, PathParams, QueryParams};
+use super::{AppState, parse_cluster, parse_hex};
+use crate::ids::{ClusterId, HexId};
+use crate::store::{Page, ResultEntry, ResultState, StateFilter};
+use crate::wire::{ResultKind, parse_envelope};
+
+/// Default and largest page of a listing.
+pub const DEFAULT_LIMIT: u32 = 1000;
+pub const MAX_LIMIT: u32 = 10_000;
+
+pub fn router(kind: ResultKind) -> Router<AppState> {
+    let base = match kind {
+        ResultKind::Job => "/v1/clusters/{cluster}/job-results",
+        ResultKind::Application => "/v1/clusters/{cluster}/application-results",
+    };
+    Router::new()
+        .route(
+            base,
+            get(move |s, p, q| list(kind, s, p, q)).post(move |s, p, b| create(kind, s, p, b)),
+        )
+        .route(
+            &format!("{base}/{{id}}"),
+            get(move |s, p| fetch(kind, s, p)).delete(move |s, p| remove(kind, s, p)),
+        )
+        .route(
+            &format!("{base}/{{id}}/clean"),
+            post(move |s, p| clean(kind, s, p)),
+        )
+}
+
+/// An RFC 3339 UTC time as the API prints it.
+pub fn time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+/// The entry JSON: `{"cluster-id", "<kind>-id", "state", "created-at", "cleaned-at", "result"}`.
+pub fn entry_json(kind: ResultKind, e: ResultEntry) -> Value {
+    let mut m = Map::new();
+    m.insert("cluster-id".into(), Value::String(e.cluster_id));
+    m.insert(kind.entry_id_field().into(), Value::String(e.id));
+    m.insert("state".into(), Value::String(e.state.as_str().into()));
+    m.insert("created-at".into(), Value::String(time(e.created_at)));
+    m.insert(
+        "cleaned-at".into(),
+        e.cleaned_at.map(time).map_or(Value::Null, Value::String),
+    );
+    m.insert("result".into(), e.result);
+    Value::Object(m)
+}
+
+fn entry_path(kind: ResultKind, cluster: &ClusterId, id: HexId) -> String {
+    match kind {
+        ResultKind::Job => format!("/v1/clusters/{cluster}/job-results/{id}"),
+        ResultKind::Application => format!("/v1/clusters/{cluster}/application-results/{id}"),
+    }
+}
+
+fn parse_key(kind: ResultKind, (cluster, id): (String, String)) -> ApiResult<(ClusterId, HexId)> {
+    Ok((
+        parse_cluster(&cluster)?,
+        parse_hex(kind.entry_id_field(), &id)?,
+    ))
+}
+
+async fn create(
+    kind: ResultKind,
+    State(state): State<AppState>,
+    PathParams(cluster): PathParams<String>,
+    JsonValue(body): JsonValue,
+) -> ApiResult<Response> {
+    let cluster = parse_cluster(&cluster)?;
+    let (id, result) = parse_envelope(kind, body).map_err(ApiError::bad_request)?;
+    let entry = state
+        .store
+        .create_result(kind, &cluster, id, &result)
+        .await
+        .map_err(|e| ApiError::from_store(e, || kind.conflict_message(id), String::new))?;
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, entry_path(kind, &cluster, id))],
+        Json(entry_json(kind, entry)),
+    )
+        .into_response())
+}
+
+async fn fetch(
+    kind: ResultKind,
+    State(state): State<AppState>,
+    PathParams(key): PathParams<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let (cluster, id) = parse_key(kind, key)?;
+    match state.store.get_result(kind, &cluster, id).await? {
+        Some(entry) => Ok(Json(entry_json(kind, entry))),
+        None => Err(ApiError::not_found(kind.not_found_message(id))),
+    }
+}
+
+async fn clean(
+    kind: ResultKind,
+    State(state): State<AppState>,
+    PathParams(key): PathParams<(String, String)>,
+) -> ApiResult<Response> {
+    let (cluster, id) = parse_key(kind, key)?;
+    let absent = || kind.not_present_message(id);
+    if state.config.delete_on_commit {
+        return match state.store.delete_result(kind, &cluster, id).await? {
+            true => Ok(StatusCode::NO_CONTENT.into_response()),
+            false => Err(ApiError::not_found(absent())),
+        };
+    }
+    let entry = state
+        .store
+        .mark_result_clean(kind, &cluster, id)
+        .await
+        .map_err(|e| ApiError::from_store(e, String::new, absent))?;
+    Ok(Json(entry_json(kind, entry)).into_response())
+}
+
+async fn remove(
+    kind: ResultKind,
+    State(state): State<AppState>,
+    PathParams(key): PathParams<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let (cluster, id) = parse_key(kind, key)?;
+    match state.store.delete_result(kind, &cluster, id).await? {
+        true => Ok(StatusCode::NO_CONTENT),
+        false => Err(ApiError::not_found(kind.not_found_message(id))),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    state: Option<String>,
+    limit: Option<String>,
+    after: Option<String>,
+}
+
+async fn list(
+    kind: ResultKind,
+    State(state): State<AppState>,
+    PathParams(cluster): PathParams<String>,
+    QueryParams(q): QueryParams<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let cluster = parse_cluster(&cluster)?;
+    let filter = match q.state.as_deref() {
+        None | Some("all") => StateFilter::All,
+        Some("dirty") => StateFilter::Only(ResultState::Dirty),
+        Some("clean") => StateFilter::Only(ResultState::Clean),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "query parameter `state` must be dirty, clean or all, got {other:?}"
+            )));
+        }
+    };
+    let limit = parse_limit(q.limit.as_deref())?;
+    let after = q
+        .after
+        .as_deref()
+        .map(|a| parse_hex("after", a))
+        .transpose()?;
+    // One more than asked tells whether another page follows.
+    let mut entries = state
+        .store
+        .list_results(
+            kind,
+            &cluster,
+            filter,
+            Page {
+                after,
+                limit: limit + 1,
+            },
+        )
+        .await?;
+    let next = if entries.len() > limit as usize {
+        entries.truncate(limit as usize);
+        entries.last().map(|e| Value::String(e.id.clone()))
+    } else {
+        None
+    };
+    let list: Vec<Value> = entries.into_iter().map(|e| entry_json(kind, e)).collect();
+    Ok(Json(json!({ kind.list_field(): list, "next": next })))
+}
+
+/// `limit`: 1 to [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent.
+pub fn parse_limit(raw: Option<&str>) -> ApiResult<u32> {
+    match raw {
+        None => Ok(DEFAULT_LIMIT),
+        Some(s) => s
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MAX_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "query parameter `limit` must be an integer from 1 to {MAX_LIMIT}, got {s:?}"
+                ))
+            }),
+    }
+}

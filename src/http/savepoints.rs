@@ -1,0 +1,412 @@
+//! Flink's savepoint REST API (trigger, stop, status), answered from the database, with and
+//! without the `/v1/clusters/{cluster}` prefix; plus the operation list, the `complete`
+//! route for executors outside the service, and the per-cluster configuration.
+
+use std::collections::HashMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Map, Value, json};
+
+use super::error::{ApiError, ApiResult};
+use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
+use super::results::{parse_limit, time};
+use super::{AppState, parse_cluster, parse_hex};
+use crate::ids::{ClusterId, HexId};
+use crate::store::{
+    ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
+    OperationKind, OperationStatus, Outcome, StoreError,
+};
+
+pub fn router() -> Router<AppState> {
+    let mut r = Router::new();
+    for prefix in ["", "/v1/clusters/{cluster}"] {
+        r = r
+            .route(&format!("{prefix}/jobs/{{jobid}}/savepoints"), post(trigger))
+            .route(&format!("{prefix}/jobs/{{jobid}}/stop"), post(stop))
+            .route(&format!("{prefix}/jobs/{{jobid}}/savepoints/{{triggerid}}"), get(status));
+    }
+    r.route(
+        "/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete",
+        post(complete),
+    )
+    .route("/v1/clusters/{cluster}/savepoint-operations", get(list))
+    .route("/v1/clusters/{cluster}", get(get_cluster).put(put_cluster))
+    .route("/v1/clusters", get(list_clusters))
+}
+
+type Params = PathParams<HashMap<String, String>>;
+
+/// Flink's message for a path parameter that does not parse.
+fn bad_param(name: &str, raw: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "Bad request, could not parse parameters: Cannot resolve path parameter ({name}) from value \"{raw}\"."
+    ))
+}
+
+fn flink_id(params: &HashMap<String, String>, name: &str) -> ApiResult<HexId> {
+    let raw = params.get(name).map(String::as_str).unwrap_or_default();
+    raw.parse().map_err(|_| bad_param(name, raw))
+}
+
+/// The cluster a request acts on: the prefix's, or the default cluster.
+fn cluster_of(state: &AppState, params: &HashMap<String, String>) -> ApiResult<ClusterId> {
+    match params.get("cluster") {
+        Some(raw) => parse_cluster(raw),
+        None => Ok(state.config.default_cluster.clone()),
+    }
+}
+
+/// The fields of Flink's `SavepointTriggerRequestBody` / `StopWithSavepointRequestBody`.
+struct TriggerBody {
+    target_directory: Option<String>,
+    flag: bool,
+    trigger_id: Option<HexId>,
+    format_type: String,
+}
+
+/// Parses a trigger body as Flink does: missing or empty is `{}`, unknown fields are ignored,
+/// anything malformed is Flink's "Request did not match expected format" message.
+fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
+    let (body_type, dir_field, flag_field) = if stop {
+        ("StopWithSavepointRequestBody", "targetDirectory", "drain")
+    } else {
+        ("SavepointTriggerRequestBody", "target-directory", "cancel-job")
+    };
+    let malformed = || {
+        ApiError::bad_request(format!("Request did not match expected format {body_type}."))
+    };
+    let fields: Map<String, Value> = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        match serde_json::from_slice(bytes) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(malformed()),
+        }
+    };
+    let opt_str = |name: &str| -> ApiResult<Option<String>> {
+        match fields.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(malformed()),
+        }
+    };
+    let flag = match fields.get(flag_field) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(malformed()),
+    };
+    let trigger_id = opt_str("triggerId")?
+        .map(|s| s.parse::<HexId>().map_err(|_| malformed()))
+        .transpose()?;
+    let format_type = match opt_str("formatType")?.as_deref() {
+        None | Some("CANONICAL") => "CANONICAL".to_owned(),
+        Some("NATIVE") => "NATIVE".to_owned(),
+        Some(_) => return Err(malformed()),
+    };
+    Ok(TriggerBody {
+        target_directory: opt_str(dir_field)?.filter(|d| !d.is_empty()),
+        flag,
+        trigger_id,
+        format_type,
+    })
+}
+
+async fn trigger(state: State<AppState>, params: Params, body: RawBody) -> ApiResult<Response> {
+    start_operation(state, params, body, false).await
+}
+
+async fn stop(state: State<AppState>, params: Params, body: RawBody) -> ApiResult<Response> {
+    start_operation(state, params, body, true).await
+}
+
+async fn start_operation(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    RawBody(bytes): RawBody,
+    stop: bool,
+) -> ApiResult<Response> {
+    let cluster = cluster_of(&state, &params)?;
+    let job = flink_id(&params, "jobid")?;
+    let body = parse_trigger_body(&bytes, stop)?;
+    let accepted = |id: &str| (StatusCode::ACCEPTED, Json(json!({ "request-id": id }))).into_response();
+
+    // The same trigger id on the same job answers the existing operation, whatever its
+    // state and whatever the other parameters.
+    if let Some(request) = body.trigger_id {
+        let key = OperationKey { cluster: cluster.clone(), job, request };
+        if let Some(op) = state.store.get_operation(&key).await? {
+            return Ok(accepted(&op.request_id));
+        }
+    }
+    let target_directory = match body.target_directory {
+        Some(dir) => dir,
+        None => match state.store.get_cluster(&cluster).await? {
+            Some(ClusterConfig { savepoint_directory: Some(dir), .. }) => dir,
+            _ => {
+                let property = if stop { "targetDirectory" } else { "target-directory" };
+                return Err(ApiError::bad_request(format!(
+                    "Config key [execution.checkpointing.savepoint-dir] is not set. Property [{property}] must be provided."
+                )));
+            }
+        },
+    };
+    let kind = match (stop, body.flag) {
+        (false, false) => OperationKind::Savepoint,
+        (false, true) => OperationKind::CancelWithSavepoint,
+        (true, false) => OperationKind::StopWithSavepoint,
+        (true, true) => OperationKind::TerminateWithSavepoint,
+    };
+    let new = NewOperation {
+        key: OperationKey {
+            cluster,
+            job,
+            request: body.trigger_id.unwrap_or_else(HexId::random),
+        },
+        kind,
+        target_directory: Some(target_directory),
+        format_type: body.format_type,
+    };
+    let (op, created) = state.store.create_operation(&new).await?;
+    if created {
+        tracing::info!(cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, kind = op.kind.as_str(), "savepoint operation created");
+        state.executor_wakeup.notify_waiters();
+    }
+    Ok(accepted(&op.request_id))
+}
+
+/// Flink's status body: `IN_PROGRESS` with `"operation": null`, or `COMPLETED` with the
+/// location or the failure-cause.
+pub fn status_json(op: &Operation) -> Value {
+    match op.outcome() {
+        None => json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
+        Some(Outcome::Location(l)) => {
+            json!({"status": {"id": "COMPLETED"}, "operation": {"location": l}})
+        }
+        Some(Outcome::FailureCause(c)) => {
+            json!({"status": {"id": "COMPLETED"}, "operation": {"failure-cause": c}})
+        }
+    }
+}
+
+fn unknown_operation(job: HexId, request: HexId) -> ApiError {
+    ApiError::not_found(format!(
+        "There is no savepoint operation with triggerId={request} for job {job}."
+    ))
+}
+
+async fn status(State(state): State<AppState>, PathParams(params): Params) -> ApiResult<Json<Value>> {
+    let cluster = cluster_of(&state, &params)?;
+    let job = flink_id(&params, "jobid")?;
+    let request = flink_id(&params, "triggerid")?;
+    let key = OperationKey { cluster, job, request };
+    match state.store.get_operation(&key).await? {
+        Some(op) => Ok(Json(status_json(&op))),
+        None => Err(unknown_operation(job, request)),
+    }
+}
+
+/// The operation as the management routes show it.
+pub fn operation_json(op: &Operation) -> Value {
+    json!({
+        "cluster-id": op.cluster_id,
+        "job-id": op.job_id,
+        "request-id": op.request_id,
+        "kind": op.kind.as_str(),
+        "status": op.status.as_str(),
+        "target-directory": op.target_directory,
+        "format-type": op.format_type,
+        "location": op.location,
+        "failure-cause": op.failure_cause,
+        "created-at": time(op.created_at),
+        "completed-at": op.completed_at.map(time),
+    })
+}
+
+async fn complete(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    JsonValue(body): JsonValue,
+) -> ApiResult<Json<Value>> {
+    let cluster = cluster_of(&state, &params)?;
+    let job = parse_hex("job id", params.get("jobid").map(String::as_str).unwrap_or_default())?;
+    let request = parse_hex(
+        "trigger id",
+        params.get("triggerid").map(String::as_str).unwrap_or_default(),
+    )?;
+    let Value::Object(mut body) = body else {
+        return Err(ApiError::bad_request(
+            "the body must be {\"location\": \"...\"} or {\"failure-cause\": {...}}",
+        ));
+    };
+    let outcome = match (body.remove("location"), body.remove("failure-cause")) {
+        (Some(Value::String(l)), None) if !l.is_empty() => Outcome::Location(l),
+        (None, Some(c @ Value::Object(_))) => Outcome::FailureCause(c),
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(ApiError::bad_request(
+                "exactly one of `location` and `failure-cause` must be given",
+            ));
+        }
+        (Some(_), None) => return Err(ApiError::bad_request("field `location` must be a non-empty string")),
+        (None, Some(_)) => return Err(ApiError::bad_request("field `failure-cause` must be an object")),
+    };
+    let key = OperationKey { cluster, job, request };
+    let op = state
+        .store
+        .complete_operation(&key, &outcome, None)
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict => ApiError::conflict(format!(
+                "savepoint operation {request} of job {job} is already completed with a different result"
+            )),
+            StoreError::NotFound => unknown_operation(job, request),
+            other => other.into(),
+        })?;
+    Ok(Json(operation_json(&op)))
+}
+
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    #[serde(rename = "job-id")]
+    job_id: Option<String>,
+    status: Option<String>,
+    limit: Option<String>,
+    after: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    PathParams(cluster): PathParams<String>,
+    QueryParams(q): QueryParams<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let cluster = parse_cluster(&cluster)?;
+    let job = q.job_id.as_deref().filter(|s| !s.is_empty()).map(|j| parse_hex("job-id", j)).transpose()?;
+    let status = match q.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(OperationStatus::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "query parameter `status` must be IN_PROGRESS or COMPLETED, got {s:?}"
+            ))
+        })?),
+    };
+    let limit = parse_limit(q.limit.as_deref())?;
+    let after = q.after.as_deref().map(parse_cursor).transpose()?;
+    let mut ops = state
+        .store
+        .list_operations(&cluster, &OperationFilter { job, status, after, limit: limit + 1 })
+        .await?;
+    let next = if ops.len() > limit as usize {
+        ops.truncate(limit as usize);
+        ops.last().map(|op| format!("{}{}", op.job_id, op.request_id))
+    } else {
+        None
+    };
+    let list: Vec<Value> = ops.iter().map(operation_json).collect();
+    Ok(Json(json!({"savepoint-operations": list, "next": next})))
+}
+
+/// The listing cursor: the job id and request id of the last operation, 64 hex characters.
+fn parse_cursor(raw: &str) -> ApiResult<(HexId, HexId)> {
+    let bad = || ApiError::bad_request("query parameter `after` must be a cursor from `next`");
+    if raw.len() != 64 || !raw.is_ascii() {
+        return Err(bad());
+    }
+    let (job, request) = raw.split_at(32);
+    Ok((job.parse().map_err(|_| bad())?, request.parse().map_err(|_| bad())?))
+}
+
+fn cluster_json(c: &ClusterConfig) -> Value {
+    json!({
+        "cluster-id": c.cluster_id,
+        "flink-rest-url": c.flink_rest_url,
+        "savepoint-directory": c.savepoint_directory,
+    })
+}
+
+fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
+    ClusterConfig {
+        cluster_id: cluster.to_string(),
+        flink_rest_url: None,
+        savepoint_directory: None,
+    }
+}
+
+async fn get_cluster(State(state): State<AppState>, PathParams(cluster): PathParams<String>) -> ApiResult<Json<Value>> {
+    let cluster = parse_cluster(&cluster)?;
+    match state.store.get_cluster(&cluster).await? {
+        Some(c) => Ok(Json(cluster_json(&c))),
+        // The default cluster always exists; its values come from the serve flags.
+        None if cluster == state.config.default_cluster => Ok(Json(cluster_json(&empty_cluster(&cluster)))),
+        None => Err(ApiError::not_found(format!("cluster {cluster} is not configured"))),
+    }
+}
+
+async fn put_cluster(
+    State(state): State<AppState>,
+    PathParams(cluster): PathParams<String>,
+    JsonValue(body): JsonValue,
+) -> ApiResult<Json<Value>> {
+    let cluster = parse_cluster(&cluster)?;
+    let Value::Object(body) = body else {
+        return Err(ApiError::bad_request(
+            "the body must be {\"flink-rest-url\": str|null, \"savepoint-directory\": str|null}",
+        ));
+    };
+    let mut config = empty_cluster(&cluster);
+    for (field, value) in body {
+        let value = match value {
+            Value::Null => None,
+            Value::String(s) if !s.is_empty() => Some(s),
+            _ => return Err(ApiError::bad_request(format!("field `{field}` must be a non-empty string or null"))),
+        };
+        match field.as_str() {
+            "flink-rest-url" => {
+                if let Some(url) = &value {
+                    validate_flink_url(url)?;
+                }
+                config.flink_rest_url = value.map(|u| u.trim_end_matches('/').to_owned());
+            }
+            "savepoint-directory" => config.savepoint_directory = value,
+            "cluster-id" if value.as_deref() == Some(cluster.as_str()) => {}
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown field `{other}`: expected flink-rest-url and savepoint-directory"
+                )));
+            }
+        }
+    }
+    let stored = state
+        .store
+        .put_cluster(&config, ConfiguredBy::Api)
+        .await?
+        .unwrap_or(config);
+    state.executor_wakeup.notify_waiters();
+    Ok(Json(cluster_json(&stored)))
+}
+
+/// A Flink REST URL: `http://` or `https://` and a host.
+pub fn validate_flink_url(url: &str) -> ApiResult<()> {
+    let ok = reqwest::Url::parse(url)
+        .map(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .unwrap_or(false);
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "field `flink-rest-url` must be an http:// or https:// URL, got {url:?}"
+        )))
+    }
+}
+
+async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+    let mut clusters = state.store.list_clusters().await?;
+    if !clusters.iter().any(|c| c.cluster_id == state.config.default_cluster.as_str()) {
+        clusters.push(empty_cluster(&state.config.default_cluster));
+        clusters.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
+    }
+    let list: Vec<Value> = clusters.iter().map(cluster_json).collect();
+    Ok(Json(json!({ "clusters": list })))
+}

@@ -1,0 +1,488 @@
+//! Storage: one trait, a PostgreSQL and a SQLite implementation, and the migration runner.
+//! Nothing here knows about HTTP.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::ids::{ClusterId, HexId};
+use crate::wire::ResultKind;
+
+pub mod migrate;
+pub mod operations;
+mod operations_sql;
+pub mod postgres;
+mod results_sql;
+pub mod sqlite;
+
+pub use operations::{
+    Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationKey, OperationKind,
+    OperationStatus, Outcome, Progress,
+};
+
+/// Errors of the storage layer. Database text stays here and in the server log: callers
+/// get the variant, never the message.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A write that conflicts with what is stored (a duplicate key).
+    #[error("conflicting write")]
+    Conflict,
+    /// The entry or operation does not exist.
+    #[error("not found")]
+    NotFound,
+    /// The database cannot be reached or is refusing work for now.
+    #[error("database unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// Any other database failure.
+    #[error("database error: {0}")]
+    Database(#[source] sqlx::Error),
+    /// The schema cannot be brought to this version (see the message).
+    #[error("{0}")]
+    Migration(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        use sqlx::Error as E;
+        match &e {
+            E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::Protocol(_) => {
+                StoreError::Unavailable(e)
+            }
+            E::Database(db) => {
+                if db.is_unique_violation() {
+                    return StoreError::Conflict;
+                }
+                let code = db.code().unwrap_or_default();
+                // PostgreSQL: 08xxx connection exceptions, 57P0x shutdown/cannot connect now,
+                // 53xxx insufficient resources. SQLite: 5 busy, 6 locked (after busy timeout).
+                let unavailable = code.starts_with("08")
+                    || code.starts_with("57P")
+                    || code.starts_with("53")
+                    || matches!(code.as_ref(), "5" | "6" | "517" | "262");
+                if unavailable {
+                    StoreError::Unavailable(e)
+                } else {
+                    StoreError::Database(e)
+                }
+            }
+            _ => StoreError::Database(e),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The two states of a result-store entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultState {
+    Dirty,
+    Clean,
+}
+
+impl ResultState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultState::Dirty => "dirty",
+            ResultState::Clean => "clean",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Self, sqlx::Error> {
+        match s {
+            "dirty" => Ok(ResultState::Dirty),
+            "clean" => Ok(ResultState::Clean),
+            other => Err(sqlx::Error::Decode(
+                format!("unknown result state {other:?}").into(),
+            )),
+        }
+    }
+}
+
+/// One job result or application result as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultEntry {
+    pub cluster_id: String,
+    pub id: String,
+    pub state: ResultState,
+    pub created_at: DateTime<Utc>,
+    pub cleaned_at: Option<DateTime<Utc>>,
+    /// The submitted `result` JSON, every field kept.
+    pub result: Value,
+}
+
+/// Which entries a listing returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFilter {
+    All,
+    Only(ResultState),
+}
+
+/// A page of a listing: entries of one cluster ordered by id, after a cursor.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub after: Option<HexId>,
+    pub limit: u32,
+}
+
+/// Which savepoint operations a listing returns, ordered by (job id, request id).
+#[derive(Debug, Clone, Copy)]
+pub struct OperationFilter {
+    pub job: Option<HexId>,
+    pub status: Option<OperationStatus>,
+    /// The (job id, request id) of the last operation of the previous page.
+    pub after: Option<(HexId, HexId)>,
+    pub limit: u32,
+}
+
+/// Everything the service keeps. One implementation per backend; both pass one suite.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// "postgres" or "sqlite".
+    fn backend(&self) -> &'static str;
+
+    /// Succeeds when the database answers and carries this version's schema.
+    async fn ready(&self) -> StoreResult<()>;
+
+    /// Registers a dirty entry. A present id, dirty or clean, is [`StoreError::Conflict`].
+    async fn create_result(
+        &self,
+        kind: ResultKind,
+        cluster: &ClusterId,
+        id: HexId,
+        result: &Value,
+    ) -> StoreResult<ResultEntry>;
+
+    async fn get_result(
+        &self,
+        kind: ResultKind,
+        cluster: &ClusterId,
+        id: HexId,
+    ) -> StoreResult<Option<ResultEntry>>;
+
+    /// Dirty becomes clean; clean stays as it is (same `cleaned_at`); absent is
+    /// [`StoreError::NotFound`].
+    async fn mark_result_clean(
+        &self,
+        kind: ResultKind,
+        cluster: &ClusterId,
+        id: HexId,
+    ) -> StoreResult<ResultEntry>;
+
+    /// Removes an entry in whatever state; false when there was none.
+    async fn delete_result(
+        &self,
+        kind: ResultKind,
+        cluster: &ClusterId,
+        id: HexId,
+    ) -> StoreResult<bool>;
+
+    /// Entries of one cluster ordered by id, at most `page.limit` of them.
+    async fn list_results(
+        &self,
+        kind: ResultKind,
+        cluster: &ClusterId,
+        filter: StateFilter,
+        page: Page,
+    ) -> StoreResult<Vec<ResultEntry>>;
+
+    /// Starts an operation; when its trigger id is already taken for this cluster and job,
+    /// answers the existing operation and `false`.
+    async fn create_operation(&self, new: &NewOperation) -> StoreResult<(Operation, bool)>;
+
+    async fn get_operation(&self, key: &OperationKey) -> StoreResult<Option<Operation>>;
+
+    async fn list_operations(
+        &self,
+        cluster: &ClusterId,
+        filter: &OperationFilter,
+    ) -> StoreResult<Vec<Operation>>;
+
+    /// Completes an open operation. With `fence`, only while its attempt number is still
+    /// that (the executor's lease). Completing again with the same outcome answers the
+    /// operation; another outcome, or a lost fence, is [`StoreError::Conflict`]; an unknown
+    /// operation [`StoreError::NotFound`].
+    async fn complete_operation(
+        &self,
+        key: &OperationKey,
+        outcome: &Outcome,
+        fence: Option<i32>,
+    ) -> StoreResult<Operation>;
+
+    /// Takes one open operation of a cluster with a Flink REST URL whose lease is free or
+    /// expired, under a new lease and a new attempt number.
+    async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>>;
+
+    /// Extends the holder's lease and records its progress; false when the attempt is no
+    /// longer the operation's (the lease was taken over, or it completed).
+    async fn renew_operation(
+        &self,
+        key: &OperationKey,
+        attempt: i32,
+        lease: Duration,
+        progress: &Progress,
+    ) -> StoreResult<bool>;
+
+    /// Completes every open operation older than `timeout` that nobody holds, with `cause`.
+    async fn expire_operations(&self, timeout: Duration, cause: &Value) -> StoreResult<u64>;
+
+    /// Removes completed operations older than `retention`.
+    async fn purge_operations(&self, retention: Duration) -> StoreResult<u64>;
+
+    /// Sets a cluster's configuration; by flags only while no `PUT` has set it (then
+    /// `None`).
+    async fn put_cluster(
+        &self,
+        config: &ClusterConfig,
+        by: ConfiguredBy,
+    ) -> StoreResult<Option<ClusterConfig>>;
+
+    async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>>;
+
+    async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>>;
+}
+
+/// How to reach the database.
+#[derive(Clone)]
+pub struct StoreConfig {
+    /// `postgres://...` or `sqlite://path` (`sqlite::memory:` is not supported: replicas and
+    /// the read pool must see one database).
+    pub url: String,
+    /// Most connections to hold (PostgreSQL; SQLite uses one writer and this many readers).
+    pub max_connections: u32,
+    /// How long a request waits for a connection before it is answered 503.
+    pub acquire_timeout: Duration,
+    /// Apply migrations when opening.
+    pub migrate: bool,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("url", &redact_url(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
+}
+
+/// The URL with any password replaced by `***`, for logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// Opens the store the URL names, applying migrations first when asked to.
+pub async fn open(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
+    let url = config.url.as_str();
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(postgres::PgStore::open(config).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(Arc::new(sqlite::SqliteStore::open(config).await?))
+    } else {
+        anyhow::bail!(
+            "unsupported --database-url {}: use postgres://... or sqlite://PATH",
+            redact_url(url)
+        )
+    }
+}
+
+/// Decodes the columns every result query selects:
+/// `cluster_id, id, state, result, created_at, cleaned_at`.
+pub(crate) fn entry_from_row<'r, R>(row: &'r R) -> Result<ResultEntry, sqlx::Error>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    DateTime<Utc>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<DateTime<Utc>>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    sqlx::types::Json<Value>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let state: String = row.try_get(2)?;
+    let sqlx::types::Json(result) = row.try_get(3)?;
+    Ok(ResultEntry {
+        cluster_id: row.try_get(0)?,
+        id: row.try_get(1)?,
+        state: ResultState::parse(&state)?,
+        result,
+        created_at: row.try_get(4)?,
+        cleaned_at: row.try_get(5)?,
+    })
+}
+
+/// The table and id column of a result kind (names, never input).
+pub(crate) fn result_table(kind: ResultKind) -> (&'static str, &'static str) {
+    match kind {
+        ResultKind::Job => ("job_results", "job_id"),
+        ResultKind::Application => ("application_results", "application_id"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            super::redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(super::redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(super::redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
+}
+
+/// Implements [`Store`] for a backend whose inherent `*_impl` methods come from
+/// `result_store_methods!` and `operation_store_methods!`.
+macro_rules! impl_store {
+    ($store:ty, $name:literal, $backend:expr) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Store for $store {
+            fn backend(&self) -> &'static str {
+                $name
+            }
+
+            async fn ready(&self) -> $crate::store::StoreResult<()> {
+                let version: i64 = sqlx::query_scalar($crate::store::migrate::CURRENT_VERSION_SQL)
+                    .fetch_one(&self.read)
+                    .await?;
+                let latest = $crate::store::migrate::latest_version($backend);
+                if version == latest {
+                    Ok(())
+                } else {
+                    Err($crate::store::StoreError::Migration(format!(
+                        "schema version {version}, this jobstore needs {latest}"
+                    )))
+                }
+            }
+
+            async fn create_result(
+                &self,
+                kind: ResultKind,
+                cluster: &ClusterId,
+                id: HexId,
+                result: &Value,
+            ) -> StoreResult<ResultEntry> {
+                self.create_result_impl(kind, cluster, id, result).await
+            }
+
+            async fn get_result(
+                &self,
+                kind: ResultKind,
+                cluster: &ClusterId,
+                id: HexId,
+            ) -> StoreResult<Option<ResultEntry>> {
+                self.get_result_impl(kind, cluster, id).await
+            }
+
+            async fn mark_result_clean(
+                &self,
+                kind: ResultKind,
+                cluster: &ClusterId,
+                id: HexId,
+            ) -> StoreResult<ResultEntry> {
+                self.mark_result_clean_impl(kind, cluster, id).await
+            }
+
+            async fn delete_result(
+                &self,
+                kind: ResultKind,
+                cluster: &ClusterId,
+                id: HexId,
+            ) -> StoreResult<bool> {
+                self.delete_result_impl(kind, cluster, id).await
+            }
+
+            async fn list_results(
+                &self,
+                kind: ResultKind,
+                cluster: &ClusterId,
+                filter: StateFilter,
+                page: Page,
+            ) -> StoreResult<Vec<ResultEntry>> {
+                self.list_results_impl(kind, cluster, filter, page).await
+            }
+
+            async fn create_operation(&self, new: &NewOperation) -> StoreResult<(Operation, bool)> {
+                self.create_operation_impl(new).await
+            }
+
+            async fn get_operation(&self, key: &OperationKey) -> StoreResult<Option<Operation>> {
+                self.get_operation_impl(key).await
+            }
+
+            async fn list_operations(
+                &self,
+                cluster: &ClusterId,
+                filter: &OperationFilter,
+            ) -> StoreResult<Vec<Operation>> {
+                self.list_operations_impl(cluster, filter).await
+            }
+
+            async fn complete_operation(
+                &self,
+                key: &OperationKey,
+                outcome: &Outcome,
+                fence: Option<i32>,
+            ) -> StoreResult<Operation> {
+                self.complete_operation_impl(key, outcome, fence).await
+            }
+
+            async fn claim_operation(
+                &self,
+                owner: &str,
+                lease: Duration,
+            ) -> StoreResult<Option<Claimed>> {
+                self.claim_operation_impl(owner, lease).await
+            }
+
+            async fn renew_operation(
+                &self,
+                key: &OperationKey,
+                attempt: i32,
+                lease: Duration,
+                progress: &Progress,
+            ) -> StoreResult<bool> {
+                self.renew_operation_impl(key, attempt, lease, progress).await
+            }
+
+            async fn expire_operations(&self, timeout: Duration, cause: &Value) -> StoreResult<u64> {
+                self.expire_operations_impl(timeout, cause).await
+            }
+
+            async fn purge_operations(&self, retention: Duration) -> StoreResult<u64> {
+                self.purge_operations_impl(retention).await
+            }
+
+            async fn put_cluster(
+                &self,
+                config: &ClusterConfig,
+                by: ConfiguredBy,
+            ) -> StoreResult<Option<ClusterConfig>> {
+                self.put_cluster_impl(config, by).await
+            }
+
+            async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>> {
+                self.get_cluster_impl(cluster).await
+            }
+
+            async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>> {
+                self.list_clusters_impl().await
+            }
+        }
+    };
+}
+
+pub(crate) use impl_store;

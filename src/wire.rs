@@ -1,0 +1,277 @@
+//! Flink's wire types: the result-store envelope (`{"result": {...}, "version": 1}`) for
+//! job results and application results, validated field by field while every field,
+//! known or not, is kept exactly as it was sent.
+
+use serde_json::{Map, Value};
+
+use crate::ids::HexId;
+
+/// Which of Flink's two result stores an entry belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResultKind {
+    /// Flink's `JobResultStore`, keyed by `result.id`.
+    Job,
+    /// Flink 2.3's `ApplicationResultStore`, keyed by `result.application-id`.
+    Application,
+}
+
+/// Values Flink's `ApplicationStatus` (a JobResult's `application-status`) can take.
+pub const APPLICATION_STATUSES: [&str; 4] = ["SUCCEEDED", "FAILED", "CANCELED", "UNKNOWN"];
+
+impl ResultKind {
+    /// "job" or "application", as in Flink's messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            ResultKind::Job => "job",
+            ResultKind::Application => "application",
+        }
+    }
+
+    /// The field of the result JSON that holds the id.
+    pub fn result_id_field(self) -> &'static str {
+        match self {
+            ResultKind::Job => "id",
+            ResultKind::Application => "application-id",
+        }
+    }
+
+    /// The field of an entry that holds the id.
+    pub fn entry_id_field(self) -> &'static str {
+        match self {
+            ResultKind::Job => "job-id",
+            ResultKind::Application => "application-id",
+        }
+    }
+
+    /// The key of the list in a listing answer.
+    pub fn list_field(self) -> &'static str {
+        match self {
+            ResultKind::Job => "job-results",
+            ResultKind::Application => "application-results",
+        }
+    }
+
+    /// "Job result store" / "Application result store".
+    pub fn store_name(self) -> &'static str {
+        match self {
+            ResultKind::Job => "Job result store",
+            ResultKind::Application => "Application result store",
+        }
+    }
+
+    /// Flink's message for a duplicate create (`IllegalStateException`).
+    pub fn conflict_message(self, id: HexId) -> String {
+        format!(
+            "{} already contains an entry for {} {id}",
+            self.store_name(),
+            self.noun()
+        )
+    }
+
+    /// Flink's message for marking an absent entry clean (`NoSuchElementException`).
+    pub fn not_present_message(self, id: HexId) -> String {
+        format!(
+            "Could not mark {} {id} as clean as it is not present in the {} result store.",
+            self.noun(),
+            self.noun()
+        )
+    }
+
+    /// The message for an unknown entry on reads and deletes.
+    pub fn not_found_message(self, id: HexId) -> String {
+        format!(
+            "There is no entry for {} {id} in the {} result store.",
+            self.noun(),
+            self.noun()
+        )
+    }
+}
+
+/// Validates a submitted envelope and returns the entry's id and its `result` object.
+///
+/// Errors name the offending field; unknown fields are allowed and kept.
+pub fn parse_envelope(kind: ResultKind, body: Value) -> Result<(HexId, Value), String> {
+    let Value::Object(mut envelope) = body else {
+        return Err("the body must be a JSON object {\"result\": {...}, \"version\": 1}".into());
+    };
+    match envelope.get("version") {
+        None => {}
+        Some(v) if v.as_u64() == Some(1) => {}
+        Some(v) => return Err(format!("field `version` must be 1, got {v}")),
+    }
+    let result = match envelope.remove("result") {
+        Some(Value::Object(result)) => result,
+        Some(_) => return Err("field `result` must be a JSON object".into()),
+        None => return Err("field `result` is missing".into()),
+    };
+    let id = match kind {
+        ResultKind::Job => validate_job_result(&result)?,
+        ResultKind::Application => validate_application_result(&result)?,
+    };
+    Ok((id, Value::Object(result)))
+}
+
+fn field_path(field: &str) -> String {
+    format!("field `result.{field}`")
+}
+
+fn required_id(result: &Map<String, Value>, field: &str) -> Result<HexId, String> {
+    match result.get(field) {
+        None => Err(format!("{} is missing", field_path(field))),
+        Some(v) => parse_id(field, v),
+    }
+}
+
+fn parse_id(field: &str, v: &Value) -> Result<HexId, String> {
+    v.as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("{} must be 32 hexadecimal characters", field_path(field)))
+}
+
+fn optional(
+    result: &Map<String, Value>,
+    field: &str,
+    ok: impl Fn(&Value) -> bool,
+    expected: &str,
+) -> Result<(), String> {
+    match result.get(field) {
+        Some(v) if !ok(v) => Err(format!("{} must be {expected}", field_path(field))),
+        _ => Ok(()),
+    }
+}
+
+fn is_non_negative_integer(v: &Value) -> bool {
+    v.is_u64()
+}
+
+fn is_integer(v: &Value) -> bool {
+    v.is_i64() || v.is_u64()
+}
+
+fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
+    let id = required_id(result, "id")?;
+    optional(result, "name", Value::is_string, "a string")?;
+    optional(
+        result,
+        "application-status",
+        |v| {
+            v.as_str()
+                .is_some_and(|s| APPLICATION_STATUSES.contains(&s))
+        },
+        "one of SUCCEEDED, FAILED, CANCELED, UNKNOWN",
+    )?;
+    optional(
+        result,
+        "net-runtime",
+        is_non_negative_integer,
+        "a non-negative integer (milliseconds)",
+    )?;
+    optional(
+        result,
+        "accumulator-results",
+        |v| {
+            v.as_object()
+                .is_some_and(|m| m.values().all(Value::is_string))
+        },
+        "an object whose values are strings",
+    )?;
+    optional(result, "failure-cause", Value::is_object, "an object")?;
+    if let Some(v) = result.get("application-id") {
+        parse_id("application-id", v)?;
+    }
+    optional(
+        result,
+        "start-time",
+        is_integer,
+        "an integer (epoch milliseconds)",
+    )?;
+    optional(
+        result,
+        "end-time",
+        is_integer,
+        "an integer (epoch milliseconds)",
+    )?;
+    Ok(id)
+}
+
+fn validate_application_result(result: &Map<String, Value>) -> Result<HexId, String> {
+    let id = required_id(result, "application-id")?;
+    optional(result, "application-state", Value::is_string, "a string")?;
+    optional(result, "application-name", Value::is_string, "a string")?;
+    optional(
+        result,
+        "start-time",
+        is_integer,
+        "an integer (epoch milliseconds)",
+    )?;
+    optional(
+        result,
+        "end-time",
+        is_integer,
+        "an integer (epoch milliseconds)",
+    )?;
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(result: Value) -> Result<(HexId, Value), String> {
+        parse_envelope(ResultKind::Job, json!({"result": result, "version": 1}))
+    }
+
+    #[test]
+    fn accepts_flink_files_and_keeps_unknown_fields() {
+        let r = json!({"id": "38DCC0B26CE09271CEFD5020D41B4B88", "name": "n",
+            "application-status": "FAILED", "accumulator-results": {"a": "b64"},
+            "net-runtime": 0, "failure-cause": {"class": "x"}, "future-field": [1, 2]});
+        let (id, kept) = job(r.clone()).unwrap();
+        assert_eq!(id.to_string(), "38dcc0b26ce09271cefd5020d41b4b88");
+        assert_eq!(kept, r);
+        assert!(parse_envelope(ResultKind::Job, json!({"result": {"id": "0".repeat(32)}})).is_ok());
+    }
+
+    #[test]
+    fn names_the_bad_field() {
+        let id = "0".repeat(32);
+        let cases = [
+            (json!({"result": {"id": id}, "version": 2}), "version"),
+            (json!({"result": {"id": id}, "version": "1"}), "version"),
+            (json!({"version": 1}), "result"),
+            (json!({"result": [], "version": 1}), "result"),
+            (json!([]), "JSON object"),
+            (json!({"result": {}}), "result.id"),
+            (json!({"result": {"id": "xyz"}}), "result.id"),
+            (json!({"result": {"id": 12}}), "result.id"),
+            (
+                json!({"result": {"id": id, "application-status": "DONE"}}),
+                "application-status",
+            ),
+            (
+                json!({"result": {"id": id, "net-runtime": -1}}),
+                "net-runtime",
+            ),
+            (
+                json!({"result": {"id": id, "net-runtime": 1.5}}),
+                "net-runtime",
+            ),
+            (
+                json!({"result": {"id": id, "accumulator-results": {"a": 1}}}),
+                "accumulator-results",
+            ),
+            (
+                json!({"result": {"id": id, "failure-cause": "boom"}}),
+                "failure-cause",
+            ),
+        ];
+        for (body, field) in cases {
+            let err = parse_envelope(ResultKind::Job, body.clone()).unwrap_err();
+            assert!(err.contains(field), "{body}: {err}");
+        }
+        let err =
+            parse_envelope(ResultKind::Application, json!({"result": {"id": id}})).unwrap_err();
+        assert!(err.contains("application-id"), "{err}");
+    }
+}
