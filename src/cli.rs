@@ -177,10 +177,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // The default cluster follows the flags, unless a PUT configured it.
     let flags = ClusterConfig {
         cluster_id: default_cluster.to_string(),
-        flink_rest_url: args.flink_rest_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
+        flink_rest_url: args
+            .flink_rest_url
+            .as_ref()
+            .map(|u| u.trim_end_matches('/').to_owned()),
         savepoint_directory: args.savepoint_dir.clone().filter(|d| !d.is_empty()),
     };
-    if store.put_cluster(&flags, ConfiguredBy::Flags).await?.is_none() {
+    if store
+        .put_cluster(&flags, ConfiguredBy::Flags)
+        .await?
+        .is_none()
+    {
         tracing::info!(cluster = %default_cluster, "the default cluster was configured through PUT; --flink-rest-url and --savepoint-dir are not applied");
     }
     let state = AppState::new(
@@ -202,7 +209,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             flink_timeout: args.flink_timeout,
             ..ExecutorConfig::default()
         };
-        tokio::spawn(executor::run(store.clone(), config, state.executor_wakeup.clone(), shutdown.clone()))
+        tokio::spawn(executor::run(
+            store.clone(),
+            config,
+            state.executor_wakeup.clone(),
+            shutdown.clone(),
+        ))
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

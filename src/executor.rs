@@ -10,10 +10,11 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::flink::{self, FlinkAnswer, FlinkClient};
 use crate::ids::ClusterId;
-use crate::store::{Claimed, OperationKey, Outcome, Progress, Store, StoreError};
+use crate::store::{Claimed, Operation, OperationKey, Outcome, Progress, Store, StoreError};
 
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
@@ -105,14 +106,20 @@ pub async fn run(
 
 async fn housekeeping(store: &dyn Store, config: &ExecutorConfig) {
     let cause = flink::timeout_cause(config.operation_timeout, None);
-    match store.expire_operations(config.operation_timeout, &cause).await {
+    match store
+        .expire_operations(config.operation_timeout, &cause)
+        .await
+    {
         Ok(0) => {}
         Ok(n) => tracing::warn!(count = n, "savepoint operations timed out"),
         Err(e) => log_store_error("timing out savepoint operations", &e),
     }
     match store.purge_operations(config.retention).await {
         Ok(0) => {}
-        Ok(n) => tracing::info!(count = n, "completed savepoint operations removed after their retention"),
+        Ok(n) => tracing::info!(
+            count = n,
+            "completed savepoint operations removed after their retention"
+        ),
         Err(e) => log_store_error("removing old savepoint operations", &e),
     }
 }
@@ -125,18 +132,46 @@ fn log_store_error(what: &str, e: &StoreError) {
 }
 
 /// Drives one held operation to completion, or until its lease is lost.
-pub async fn drive(store: &dyn Store, config: &ExecutorConfig, client: &FlinkClient, claimed: Claimed) {
-    let Claimed { operation: op, flink_rest_url: base } = claimed;
-    let key = match (op.cluster_id.parse::<ClusterId>(), op.job_id.parse(), op.request_id.parse()) {
-        (Ok(cluster), Ok(job), Ok(request)) => OperationKey { cluster, job, request },
+pub async fn drive(
+    store: &dyn Store,
+    config: &ExecutorConfig,
+    client: &FlinkClient,
+    claimed: Claimed,
+) {
+    let Claimed {
+        operation: op,
+        flink_rest_url: base,
+    } = claimed;
+    let key = match (
+        op.cluster_id.parse::<ClusterId>(),
+        op.job_id.parse(),
+        op.request_id.parse(),
+    ) {
+        (Ok(cluster), Ok(job), Ok(request)) => OperationKey {
+            cluster,
+            job,
+            request,
+        },
         _ => {
             tracing::error!(?op, "stored operation with malformed ids");
             return;
         }
     };
+    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, attempt = op.attempt);
+    drive_held(store, config, client, op, base, key)
+        .instrument(span)
+        .await
+}
+
+async fn drive_held(
+    store: &dyn Store,
+    config: &ExecutorConfig,
+    client: &FlinkClient,
+    op: Operation,
+    base: String,
+    key: OperationKey,
+) {
     let fence = op.attempt;
-    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, attempt = fence);
-    let _enter = span.enter();
     if op.attempt > 1 {
         tracing::info!("took over a savepoint operation whose lease expired");
     }
@@ -148,7 +183,16 @@ pub async fn drive(store: &dyn Store, config: &ExecutorConfig, client: &FlinkCli
 
     loop {
         if Utc::now() >= deadline {
-            finish(store, &key, fence, Outcome::FailureCause(flink::timeout_cause(config.operation_timeout, last_error.as_deref()))).await;
+            finish(
+                store,
+                &key,
+                fence,
+                Outcome::FailureCause(flink::timeout_cause(
+                    config.operation_timeout,
+                    last_error.as_deref(),
+                )),
+            )
+            .await;
             return;
         }
         let answer = if triggered {
@@ -166,13 +210,29 @@ pub async fn drive(store: &dyn Store, config: &ExecutorConfig, client: &FlinkCli
                 last_error = None;
                 failures = 0;
             }
-            Ok(FlinkAnswer::Completed(Ok(location))) => return finish(store, &key, fence, Outcome::Location(location)).await,
-            Ok(FlinkAnswer::Completed(Err(cause))) => return finish(store, &key, fence, Outcome::FailureCause(cause)).await,
+            Ok(FlinkAnswer::Completed(Ok(location))) => {
+                return finish(store, &key, fence, Outcome::Location(location)).await;
+            }
+            Ok(FlinkAnswer::Completed(Err(cause))) => {
+                return finish(store, &key, fence, Outcome::FailureCause(cause)).await;
+            }
             Ok(FlinkAnswer::NotFound(message)) => {
-                return finish(store, &key, fence, Outcome::FailureCause(flink::lost_cause(&op.job_id, &op.request_id, &message))).await;
+                return finish(
+                    store,
+                    &key,
+                    fence,
+                    Outcome::FailureCause(flink::lost_cause(&op.job_id, &op.request_id, &message)),
+                )
+                .await;
             }
             Ok(FlinkAnswer::Rejected(code, message)) => {
-                return finish(store, &key, fence, Outcome::FailureCause(flink::rejected_cause(&op.job_id, code, &message))).await;
+                return finish(
+                    store,
+                    &key,
+                    fence,
+                    Outcome::FailureCause(flink::rejected_cause(&op.job_id, code, &message)),
+                )
+                .await;
             }
             Err(flink::Unreachable(message)) => {
                 tracing::warn!(error = %message, "Flink unreachable; retrying");
@@ -180,11 +240,19 @@ pub async fn drive(store: &dyn Store, config: &ExecutorConfig, client: &FlinkCli
                 failures = failures.saturating_add(1);
             }
         }
-        let progress = Progress { triggered, error: last_error.clone() };
-        match store.renew_operation(&key, fence, config.lease, &progress).await {
+        let progress = Progress {
+            triggered,
+            error: last_error.clone(),
+        };
+        match store
+            .renew_operation(&key, fence, config.lease, &progress)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => {
-                tracing::warn!("the lease was taken over or the operation completed elsewhere; letting go");
+                tracing::warn!(
+                    "the lease was taken over or the operation completed elsewhere; letting go"
+                );
                 return;
             }
             Err(e) => log_store_error("renewing a savepoint lease", &e),
@@ -193,7 +261,10 @@ pub async fn drive(store: &dyn Store, config: &ExecutorConfig, client: &FlinkCli
             config.poll_interval
         } else {
             let factor = 2u32.saturating_pow(failures.min(16) - 1);
-            config.poll_interval.saturating_mul(factor).min(config.max_backoff)
+            config
+                .poll_interval
+                .saturating_mul(factor)
+                .min(config.max_backoff)
         };
         tokio::time::sleep(pause).await;
     }

@@ -79,12 +79,20 @@ impl FlinkClient {
             200..=299 => Ok(FlinkAnswer::Accepted),
             404 => Ok(FlinkAnswer::NotFound(flink_message(&body))),
             code @ 400..=499 => Ok(FlinkAnswer::Rejected(code, flink_message(&body))),
-            code => Err(Unreachable(format!("POST {url}: Flink answered {code}: {}", flink_message(&body)))),
+            code => Err(Unreachable(format!(
+                "POST {url}: Flink answered {code}: {}",
+                flink_message(&body)
+            ))),
         }
     }
 
     /// Asks Flink for the status of an operation.
-    pub async fn status(&self, base: &str, job: &str, request: &str) -> Result<FlinkAnswer, Unreachable> {
+    pub async fn status(
+        &self,
+        base: &str,
+        job: &str,
+        request: &str,
+    ) -> Result<FlinkAnswer, Unreachable> {
         let url = format!("{base}/jobs/{job}/savepoints/{request}");
         let res = self
             .http
@@ -96,11 +104,17 @@ impl FlinkClient {
         let body = read_json(res, &url).await?;
         match status.as_u16() {
             200..=299 => parse_status(&body).ok_or_else(|| {
-                Unreachable(format!("GET {url}: unexpected answer {}", truncate(&body.to_string())))
+                Unreachable(format!(
+                    "GET {url}: unexpected answer {}",
+                    truncate(&body.to_string())
+                ))
             }),
             404 => Ok(FlinkAnswer::NotFound(flink_message(&body))),
             code @ 400..=499 => Ok(FlinkAnswer::Rejected(code, flink_message(&body))),
-            code => Err(Unreachable(format!("GET {url}: Flink answered {code}: {}", flink_message(&body)))),
+            code => Err(Unreachable(format!(
+                "GET {url}: Flink answered {code}: {}",
+                flink_message(&body)
+            ))),
         }
     }
 }
@@ -128,7 +142,8 @@ async fn read_json(res: reqwest::Response, url: &str) -> Result<Value, Unreachab
         .bytes()
         .await
         .map_err(|e| Unreachable(format!("{url}: reading the answer: {}", error_chain(&e))))?;
-    Ok(serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())))
+    Ok(serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())))
 }
 
 /// The first line of Flink's first error message (Flink appends a Java stack trace).
@@ -203,5 +218,9 @@ pub fn timeout_cause(timeout: Duration, last_error: Option<&str>) -> Value {
 /// A random name for one serve process, as lease owner.
 pub fn owner_name() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "jobstore".into());
-    format!("{host}/{}/{}", std::process::id(), &HexId::random().to_string()[..8])
+    format!(
+        "{host}/{}/{}",
+        std::process::id(),
+        &HexId::random().to_string()[..8]
+    )
 }

@@ -25,9 +25,15 @@ pub fn router() -> Router<AppState> {
     let mut r = Router::new();
     for prefix in ["", "/v1/clusters/{cluster}"] {
         r = r
-            .route(&format!("{prefix}/jobs/{{jobid}}/savepoints"), post(trigger))
+            .route(
+                &format!("{prefix}/jobs/{{jobid}}/savepoints"),
+                post(trigger),
+            )
             .route(&format!("{prefix}/jobs/{{jobid}}/stop"), post(stop))
-            .route(&format!("{prefix}/jobs/{{jobid}}/savepoints/{{triggerid}}"), get(status));
+            .route(
+                &format!("{prefix}/jobs/{{jobid}}/savepoints/{{triggerid}}"),
+                get(status),
+            );
     }
     r.route(
         "/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete",
@@ -74,10 +80,16 @@ fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
     let (body_type, dir_field, flag_field) = if stop {
         ("StopWithSavepointRequestBody", "targetDirectory", "drain")
     } else {
-        ("SavepointTriggerRequestBody", "target-directory", "cancel-job")
+        (
+            "SavepointTriggerRequestBody",
+            "target-directory",
+            "cancel-job",
+        )
     };
     let malformed = || {
-        ApiError::bad_request(format!("Request did not match expected format {body_type}."))
+        ApiError::bad_request(format!(
+            "Request did not match expected format {body_type}."
+        ))
     };
     let fields: Map<String, Value> = if bytes.iter().all(u8::is_ascii_whitespace) {
         Map::new()
@@ -132,12 +144,17 @@ async fn start_operation(
     let cluster = cluster_of(&state, &params)?;
     let job = flink_id(&params, "jobid")?;
     let body = parse_trigger_body(&bytes, stop)?;
-    let accepted = |id: &str| (StatusCode::ACCEPTED, Json(json!({ "request-id": id }))).into_response();
+    let accepted =
+        |id: &str| (StatusCode::ACCEPTED, Json(json!({ "request-id": id }))).into_response();
 
     // The same trigger id on the same job answers the existing operation, whatever its
     // state and whatever the other parameters.
     if let Some(request) = body.trigger_id {
-        let key = OperationKey { cluster: cluster.clone(), job, request };
+        let key = OperationKey {
+            cluster: cluster.clone(),
+            job,
+            request,
+        };
         if let Some(op) = state.store.get_operation(&key).await? {
             return Ok(accepted(&op.request_id));
         }
@@ -145,9 +162,16 @@ async fn start_operation(
     let target_directory = match body.target_directory {
         Some(dir) => dir,
         None => match state.store.get_cluster(&cluster).await? {
-            Some(ClusterConfig { savepoint_directory: Some(dir), .. }) => dir,
+            Some(ClusterConfig {
+                savepoint_directory: Some(dir),
+                ..
+            }) => dir,
             _ => {
-                let property = if stop { "targetDirectory" } else { "target-directory" };
+                let property = if stop {
+                    "targetDirectory"
+                } else {
+                    "target-directory"
+                };
                 return Err(ApiError::bad_request(format!(
                     "Config key [execution.checkpointing.savepoint-dir] is not set. Property [{property}] must be provided."
                 )));
@@ -198,11 +222,18 @@ fn unknown_operation(job: HexId, request: HexId) -> ApiError {
     ))
 }
 
-async fn status(State(state): State<AppState>, PathParams(params): Params) -> ApiResult<Json<Value>> {
+async fn status(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
     let job = flink_id(&params, "jobid")?;
     let request = flink_id(&params, "triggerid")?;
-    let key = OperationKey { cluster, job, request };
+    let key = OperationKey {
+        cluster,
+        job,
+        request,
+    };
     match state.store.get_operation(&key).await? {
         Some(op) => Ok(Json(status_json(&op))),
         None => Err(unknown_operation(job, request)),
@@ -232,10 +263,16 @@ async fn complete(
     JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
-    let job = parse_hex("job id", params.get("jobid").map(String::as_str).unwrap_or_default())?;
+    let job = parse_hex(
+        "job id",
+        params.get("jobid").map(String::as_str).unwrap_or_default(),
+    )?;
     let request = parse_hex(
         "trigger id",
-        params.get("triggerid").map(String::as_str).unwrap_or_default(),
+        params
+            .get("triggerid")
+            .map(String::as_str)
+            .unwrap_or_default(),
     )?;
     let Value::Object(mut body) = body else {
         return Err(ApiError::bad_request(
@@ -250,10 +287,22 @@ async fn complete(
                 "exactly one of `location` and `failure-cause` must be given",
             ));
         }
-        (Some(_), None) => return Err(ApiError::bad_request("field `location` must be a non-empty string")),
-        (None, Some(_)) => return Err(ApiError::bad_request("field `failure-cause` must be an object")),
+        (Some(_), None) => {
+            return Err(ApiError::bad_request(
+                "field `location` must be a non-empty string",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "field `failure-cause` must be an object",
+            ));
+        }
     };
-    let key = OperationKey { cluster, job, request };
+    let key = OperationKey {
+        cluster,
+        job,
+        request,
+    };
     let op = state
         .store
         .complete_operation(&key, &outcome, None)
@@ -283,7 +332,12 @@ async fn list(
     QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;
-    let job = q.job_id.as_deref().filter(|s| !s.is_empty()).map(|j| parse_hex("job-id", j)).transpose()?;
+    let job = q
+        .job_id
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(|j| parse_hex("job-id", j))
+        .transpose()?;
     let status = match q.status.as_deref() {
         None | Some("") => None,
         Some(s) => Some(OperationStatus::parse(s).ok_or_else(|| {
@@ -296,11 +350,20 @@ async fn list(
     let after = q.after.as_deref().map(parse_cursor).transpose()?;
     let mut ops = state
         .store
-        .list_operations(&cluster, &OperationFilter { job, status, after, limit: limit + 1 })
+        .list_operations(
+            &cluster,
+            &OperationFilter {
+                job,
+                status,
+                after,
+                limit: limit + 1,
+            },
+        )
         .await?;
     let next = if ops.len() > limit as usize {
         ops.truncate(limit as usize);
-        ops.last().map(|op| format!("{}{}", op.job_id, op.request_id))
+        ops.last()
+            .map(|op| format!("{}{}", op.job_id, op.request_id))
     } else {
         None
     };
@@ -315,7 +378,10 @@ fn parse_cursor(raw: &str) -> ApiResult<(HexId, HexId)> {
         return Err(bad());
     }
     let (job, request) = raw.split_at(32);
-    Ok((job.parse().map_err(|_| bad())?, request.parse().map_err(|_| bad())?))
+    Ok((
+        job.parse().map_err(|_| bad())?,
+        request.parse().map_err(|_| bad())?,
+    ))
 }
 
 fn cluster_json(c: &ClusterConfig) -> Value {
@@ -334,13 +400,20 @@ fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
     }
 }
 
-async fn get_cluster(State(state): State<AppState>, PathParams(cluster): PathParams<String>) -> ApiResult<Json<Value>> {
+async fn get_cluster(
+    State(state): State<AppState>,
+    PathParams(cluster): PathParams<String>,
+) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;
     match state.store.get_cluster(&cluster).await? {
         Some(c) => Ok(Json(cluster_json(&c))),
         // The default cluster always exists; its values come from the serve flags.
-        None if cluster == state.config.default_cluster => Ok(Json(cluster_json(&empty_cluster(&cluster)))),
-        None => Err(ApiError::not_found(format!("cluster {cluster} is not configured"))),
+        None if cluster == state.config.default_cluster => {
+            Ok(Json(cluster_json(&empty_cluster(&cluster))))
+        }
+        None => Err(ApiError::not_found(format!(
+            "cluster {cluster} is not configured"
+        ))),
     }
 }
 
@@ -360,7 +433,11 @@ async fn put_cluster(
         let value = match value {
             Value::Null => None,
             Value::String(s) if !s.is_empty() => Some(s),
-            _ => return Err(ApiError::bad_request(format!("field `{field}` must be a non-empty string or null"))),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "field `{field}` must be a non-empty string or null"
+                )));
+            }
         };
         match field.as_str() {
             "flink-rest-url" => {
@@ -403,7 +480,10 @@ pub fn validate_flink_url(url: &str) -> ApiResult<()> {
 
 async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     let mut clusters = state.store.list_clusters().await?;
-    if !clusters.iter().any(|c| c.cluster_id == state.config.default_cluster.as_str()) {
+    if !clusters
+        .iter()
+        .any(|c| c.cluster_id == state.config.default_cluster.as_str())
+    {
         clusters.push(empty_cluster(&state.config.default_cluster));
         clusters.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
     }

@@ -455,10 +455,15 @@ macro_rules! impl_store {
                 lease: Duration,
                 progress: &Progress,
             ) -> StoreResult<bool> {
-                self.renew_operation_impl(key, attempt, lease, progress).await
+                self.renew_operation_impl(key, attempt, lease, progress)
+                    .await
             }
 
-            async fn expire_operations(&self, timeout: Duration, cause: &Value) -> StoreResult<u64> {
+            async fn expire_operations(
+                &self,
+                timeout: Duration,
+                cause: &Value,
+            ) -> StoreResult<u64> {
                 self.expire_operations_impl(timeout, cause).await
             }
 

@@ -35,7 +35,12 @@ impl OperationSql {
         let plus = |n: usize| (d.now_offset_ms)('+', &p(n));
         let minus = |n: usize| (d.now_offset_ms)('-', &p(n));
         let cols = OPERATION_COLUMNS;
-        let key = format!("cluster_id = {} AND job_id = {} AND request_id = {}", p(1), p(2), p(3));
+        let key = format!(
+            "cluster_id = {} AND job_id = {} AND request_id = {}",
+            p(1),
+            p(2),
+            p(3)
+        );
         let upsert_cluster = |by: &str, guard: &str| {
             format!(
                 "INSERT INTO clusters (cluster_id, flink_rest_url, savepoint_directory, configured_by) \
