@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The project's test command (README "Test"): formatting, lints, the Rust suites on
+# PostgreSQL and SQLite, then the suites that run a real Flink 2.3.0.
+#
+# Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres),
+# Java 17 and Python 3 with pip (Flink is installed from PyPI into .flink/ on first use).
+# SKIP_FLINK=1 runs only the Rust suites.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==== %s\n' "$*" >&2; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets --locked -- -D warnings
+
+step "cargo test (PostgreSQL and SQLite)"
+cargo test --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
+
+if [ "${SKIP_FLINK:-0}" = 1 ]; then
+  step "SKIP_FLINK=1: the real-Flink suites were not run"
+  exit 0
+fi
+
+export JOBSTORE_BIN="$PWD/target/debug/jobstore"
+
+step "savepoint operations on a real Flink 2.3.0"
+bash scripts/test-savepoints-real-flink.sh
+
+step "the Flink HA plugin on a real Flink 2.3.0"
+bash flink-ha-plugin/test.sh
