@@ -30,6 +30,25 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Load a Flink FileSystemJobResultStore / ApplicationResultStore directory.
+    Import(crate::transfer::ImportArgs),
+    /// Write a cluster's entries as Flink result-store files.
+    Export(crate::transfer::ExportArgs),
+    /// Apply the retention once: remove clean entries older than --clean-retention and
+    /// completed savepoint operations older than --operation-retention.
+    Gc(GcArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GcArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Remove clean job and application results cleaned longer ago than this.
+    #[arg(long, env = "JOBSTORE_CLEAN_RETENTION", value_parser = humantime::parse_duration)]
+    pub clean_retention: Option<Duration>,
+    /// Remove completed savepoint operations completed longer ago than this.
+    #[arg(long, env = "JOBSTORE_OPERATION_RETENTION", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub operation_retention: Duration,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -95,6 +114,10 @@ pub struct ServeArgs {
     /// Completed savepoint operations are removed this long after completion.
     #[arg(long, env = "JOBSTORE_OPERATION_RETENTION", default_value = "7d", value_parser = humantime::parse_duration)]
     pub operation_retention: Duration,
+    /// Remove clean job and application results this long after they were cleaned (off by
+    /// default: entries are kept for inspection).
+    #[arg(long, env = "JOBSTORE_CLEAN_RETENTION", value_parser = humantime::parse_duration)]
+    pub clean_retention: Option<Duration>,
     /// An operation not completed this long after its trigger fails as timed out.
     #[arg(long, env = "JOBSTORE_OPERATION_TIMEOUT", default_value = "1h", value_parser = humantime::parse_duration)]
     pub operation_timeout: Duration,
@@ -148,6 +171,18 @@ pub fn main() -> ExitCode {
             Command::Migrate(args) => {
                 init_logging(LogFormat::Text);
                 store::open(&args.store_config(true)).await.map(|_| ())
+            }
+            Command::Import(args) => {
+                init_logging(LogFormat::Text);
+                crate::transfer::import(args).await
+            }
+            Command::Export(args) => {
+                init_logging(LogFormat::Text);
+                crate::transfer::export(args).await
+            }
+            Command::Gc(args) => {
+                init_logging(LogFormat::Text);
+                gc(args).await
             }
         }
     });
@@ -206,6 +241,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             lease: args.lease,
             operation_timeout: args.operation_timeout,
             retention: args.operation_retention,
+            clean_retention: args.clean_retention,
             flink_timeout: args.flink_timeout,
             ..ExecutorConfig::default()
         };
@@ -232,6 +268,22 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let _ = executor.await;
     }
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// `jobstore gc`: the retention of `serve`, once.
+pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
+    let store = store::open(&args.db.store_config(true)).await?;
+    let report = executor::apply_retention(
+        store.as_ref(),
+        args.clean_retention,
+        args.operation_retention,
+    )
+    .await?;
+    println!(
+        "removed {} clean job results, {} clean application results, {} completed savepoint operations",
+        report.job_results, report.application_results, report.operations
+    );
     Ok(())
 }
 

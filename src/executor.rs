@@ -15,6 +15,7 @@ use tracing::Instrument;
 use crate::flink::{self, FlinkAnswer, FlinkClient};
 use crate::ids::ClusterId;
 use crate::store::{Claimed, Operation, OperationKey, Outcome, Progress, Store, StoreError};
+use crate::wire::ResultKind;
 
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
@@ -28,6 +29,8 @@ pub struct ExecutorConfig {
     pub operation_timeout: Duration,
     /// Completed operations are removed this long after completion.
     pub retention: Duration,
+    /// Clean results are removed this long after they were cleaned (None: kept).
+    pub clean_retention: Option<Duration>,
     /// Operations one process drives at once.
     pub concurrency: usize,
     /// Timeout of one request to Flink.
@@ -44,6 +47,7 @@ impl Default for ExecutorConfig {
             lease: Duration::from_secs(30),
             operation_timeout: Duration::from_secs(3600),
             retention: Duration::from_secs(7 * 24 * 3600),
+            clean_retention: None,
             concurrency: 16,
             flink_timeout: Duration::from_secs(10),
             max_backoff: Duration::from_secs(10),
@@ -114,14 +118,44 @@ async fn housekeeping(store: &dyn Store, config: &ExecutorConfig) {
         Ok(n) => tracing::warn!(count = n, "savepoint operations timed out"),
         Err(e) => log_store_error("timing out savepoint operations", &e),
     }
-    match store.purge_operations(config.retention).await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(
-            count = n,
-            "completed savepoint operations removed after their retention"
+    match apply_retention(store, config.clean_retention, config.retention).await {
+        Ok(r) if r == RetentionReport::default() => {}
+        Ok(r) => tracing::info!(
+            job_results = r.job_results,
+            application_results = r.application_results,
+            operations = r.operations,
+            "removed entries past their retention"
         ),
-        Err(e) => log_store_error("removing old savepoint operations", &e),
+        Err(e) => log_store_error("applying the retention", &e),
     }
+}
+
+/// What one retention pass removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    pub job_results: u64,
+    pub application_results: u64,
+    pub operations: u64,
+}
+
+/// Removes clean results cleaned longer ago than `clean_retention` (when set) and completed
+/// savepoint operations completed longer ago than `operation_retention`.
+pub async fn apply_retention(
+    store: &dyn Store,
+    clean_retention: Option<Duration>,
+    operation_retention: Duration,
+) -> Result<RetentionReport, StoreError> {
+    let mut report = RetentionReport::default();
+    if let Some(retention) = clean_retention {
+        report.job_results = store
+            .purge_clean_results(ResultKind::Job, retention)
+            .await?;
+        report.application_results = store
+            .purge_clean_results(ResultKind::Application, retention)
+            .await?;
+    }
+    report.operations = store.purge_operations(operation_retention).await?;
+    Ok(report)
 }
 
 fn log_store_error(what: &str, e: &StoreError) {

@@ -7,4 +7,5 @@ pub mod flink;
 pub mod http;
 pub mod ids;
 pub mod store;
+pub mod transfer;
 pub mod wire;

@@ -189,6 +189,9 @@ pub trait Store: Send + Sync + 'static {
         page: Page,
     ) -> StoreResult<Vec<ResultEntry>>;
 
+    /// Removes clean entries cleaned longer ago than `retention`.
+    async fn purge_clean_results(&self, kind: ResultKind, retention: Duration) -> StoreResult<u64>;
+
     /// Starts an operation; when its trigger id is already taken for this cluster and job,
     /// answers the existing operation and `false`.
     async fn create_operation(&self, new: &NewOperation) -> StoreResult<(Operation, bool)>;
@@ -413,6 +416,14 @@ macro_rules! impl_store {
                 page: Page,
             ) -> StoreResult<Vec<ResultEntry>> {
                 self.list_results_impl(kind, cluster, filter, page).await
+            }
+
+            async fn purge_clean_results(
+                &self,
+                kind: ResultKind,
+                retention: Duration,
+            ) -> StoreResult<u64> {
+                self.purge_clean_results_impl(kind, retention).await
             }
 
             async fn create_operation(&self, new: &NewOperation) -> StoreResult<(Operation, bool)> {

@@ -51,6 +51,7 @@ pub(crate) struct ResultSql {
     pub list_all: String,
     pub list_dirty: String,
     pub list_clean: String,
+    pub purge_clean: String,
 }
 
 impl ResultSql {
@@ -83,6 +84,10 @@ impl ResultSql {
             list_all: list(""),
             list_dirty: list(" AND state = 'dirty'"),
             list_clean: list(" AND state = 'clean'"),
+            purge_clean: format!(
+                "DELETE FROM {table} WHERE state = 'clean' AND cleaned_at < {}",
+                (d.now_offset_ms)('-', &p1)
+            ),
         }
     }
 
@@ -195,6 +200,18 @@ macro_rules! result_store_methods {
                 .execute(&self.write)
                 .await?;
             Ok(done.rows_affected() > 0)
+        }
+
+        async fn purge_clean_results_impl(
+            &self,
+            kind: $crate::wire::ResultKind,
+            retention: std::time::Duration,
+        ) -> $crate::store::StoreResult<u64> {
+            let done = sqlx::query(sqlx::AssertSqlSafe(self.sql.get(kind).purge_clean.as_str()))
+                .bind(retention.as_millis() as i64)
+                .execute(&self.write)
+                .await?;
+            Ok(done.rows_affected())
         }
 
         async fn list_results_impl(
