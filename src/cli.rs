@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::{self, ExecutorConfig};
+use crate::http::auth::Tokens;
 use crate::http::{AppState, HttpConfig};
 use crate::ids::ClusterId;
 use crate::store::{self, ClusterConfig, ConfiguredBy, StoreConfig};
@@ -134,6 +135,10 @@ pub struct ServeArgs {
     /// executor does).
     #[arg(long, env = "JOBSTORE_NO_EXECUTOR")]
     pub no_executor: bool,
+    /// Bearer tokens, one `SCOPE TOKEN` per line (scope `read` or `write`). Tokens may
+    /// also come from JOBSTORE_TOKENS="read:TOKEN,write:TOKEN". None: auth is off.
+    #[arg(long, env = "JOBSTORE_TOKENS_FILE")]
+    pub tokens_file: Option<std::path::PathBuf>,
     /// Log format: readable text or one JSON object per line.
     #[arg(long, env = "JOBSTORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -225,6 +230,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     {
         tracing::info!(cluster = %default_cluster, "the default cluster was configured through PUT; --flink-rest-url and --savepoint-dir are not applied");
     }
+    let tokens = load_tokens(args.tokens_file.as_deref())?;
+    if tokens.is_empty() {
+        if !args.listen.ip().is_loopback() {
+            tracing::warn!(listen = %args.listen, "no tokens configured: every client that reaches this address can read and write (set --tokens-file or JOBSTORE_TOKENS)");
+        }
+    } else {
+        tracing::info!(tokens = tokens.len(), "bearer-token auth is on");
+    }
     let state = AppState::new(
         store.clone(),
         HttpConfig {
@@ -232,6 +245,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             body_limit: args.body_limit,
             request_timeout: args.request_timeout,
             default_cluster,
+            tokens,
         },
     );
     let shutdown = CancellationToken::new();
@@ -242,6 +256,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             operation_timeout: args.operation_timeout,
             retention: args.operation_retention,
             clean_retention: args.clean_retention,
+            metrics: state.metrics.clone(),
             flink_timeout: args.flink_timeout,
             ..ExecutorConfig::default()
         };
@@ -269,6 +284,22 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The tokens of `--tokens-file` and `JOBSTORE_TOKENS`.
+fn load_tokens(file: Option<&std::path::Path>) -> anyhow::Result<Tokens> {
+    let mut tokens = Tokens::default();
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("--tokens-file {}: {e}", path.display()))?;
+        tokens = tokens.merge(
+            Tokens::parse_file(&text, &path.display().to_string()).map_err(anyhow::Error::msg)?,
+        );
+    }
+    if let Ok(text) = std::env::var("JOBSTORE_TOKENS") {
+        tokens = tokens.merge(Tokens::parse_env(&text).map_err(anyhow::Error::msg)?);
+    }
+    Ok(tokens)
 }
 
 /// `jobstore gc`: the retention of `serve`, once.

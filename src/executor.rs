@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use crate::flink::{self, FlinkAnswer, FlinkClient};
 use crate::ids::ClusterId;
+use crate::metrics::Metrics;
 use crate::store::{Claimed, Operation, OperationKey, Outcome, Progress, Store, StoreError};
 use crate::wire::ResultKind;
 
@@ -37,6 +38,8 @@ pub struct ExecutorConfig {
     pub flink_timeout: Duration,
     /// Longest pause between retries while Flink is unreachable.
     pub max_backoff: Duration,
+    /// Where lease take-overs and completions are counted.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for ExecutorConfig {
@@ -51,6 +54,7 @@ impl Default for ExecutorConfig {
             concurrency: 16,
             flink_timeout: Duration::from_secs(10),
             max_backoff: Duration::from_secs(10),
+            metrics: Arc::new(Metrics::new()),
         }
     }
 }
@@ -207,6 +211,7 @@ async fn drive_held(
 ) {
     let fence = op.attempt;
     if op.attempt > 1 {
+        config.metrics.lease_takeovers.inc();
         tracing::info!("took over a savepoint operation whose lease expired");
     }
     let deadline = op.created_at
@@ -219,6 +224,7 @@ async fn drive_held(
         if Utc::now() >= deadline {
             finish(
                 store,
+                &config.metrics,
                 &key,
                 fence,
                 Outcome::FailureCause(flink::timeout_cause(
@@ -245,14 +251,29 @@ async fn drive_held(
                 failures = 0;
             }
             Ok(FlinkAnswer::Completed(Ok(location))) => {
-                return finish(store, &key, fence, Outcome::Location(location)).await;
+                return finish(
+                    store,
+                    &config.metrics,
+                    &key,
+                    fence,
+                    Outcome::Location(location),
+                )
+                .await;
             }
             Ok(FlinkAnswer::Completed(Err(cause))) => {
-                return finish(store, &key, fence, Outcome::FailureCause(cause)).await;
+                return finish(
+                    store,
+                    &config.metrics,
+                    &key,
+                    fence,
+                    Outcome::FailureCause(cause),
+                )
+                .await;
             }
             Ok(FlinkAnswer::NotFound(message)) => {
                 return finish(
                     store,
+                    &config.metrics,
                     &key,
                     fence,
                     Outcome::FailureCause(flink::lost_cause(&op.job_id, &op.request_id, &message)),
@@ -262,6 +283,7 @@ async fn drive_held(
             Ok(FlinkAnswer::Rejected(code, message)) => {
                 return finish(
                     store,
+                    &config.metrics,
                     &key,
                     fence,
                     Outcome::FailureCause(flink::rejected_cause(&op.job_id, code, &message)),
@@ -304,9 +326,22 @@ async fn drive_held(
     }
 }
 
-async fn finish(store: &dyn Store, key: &OperationKey, fence: i32, outcome: Outcome) {
+async fn finish(
+    store: &dyn Store,
+    metrics: &Metrics,
+    key: &OperationKey,
+    fence: i32,
+    outcome: Outcome,
+) {
     match store.complete_operation(key, &outcome, Some(fence)).await {
-        Ok(_) => tracing::info!(?outcome, "savepoint operation completed"),
+        Ok(_) => {
+            let how = match &outcome {
+                Outcome::Location(_) => "location",
+                Outcome::FailureCause(_) => "failure_cause",
+            };
+            metrics.operations_completed.with_label_values(&[how]).inc();
+            tracing::info!(?outcome, "savepoint operation completed");
+        }
         Err(StoreError::Conflict) => {
             tracing::warn!("lost the lease before completing; another holder completes it")
         }

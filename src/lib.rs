@@ -6,6 +6,7 @@ pub mod executor;
 pub mod flink;
 pub mod http;
 pub mod ids;
+pub mod metrics;
 pub mod store;
 pub mod transfer;
 pub mod wire;

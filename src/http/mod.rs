@@ -15,8 +15,10 @@ use crate::ids::{ClusterId, HexId};
 use crate::store::Store;
 use crate::wire::ResultKind;
 
+pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod metrics;
 pub mod results;
 pub mod savepoints;
 
@@ -33,6 +35,8 @@ pub struct HttpConfig {
     pub request_timeout: Duration,
     /// The cluster the un-prefixed Flink routes (`/jobs/...`) act on.
     pub default_cluster: ClusterId,
+    /// Bearer tokens; none configured means auth is off.
+    pub tokens: auth::Tokens,
 }
 
 impl Default for HttpConfig {
@@ -42,6 +46,7 @@ impl Default for HttpConfig {
             body_limit: 1024 * 1024,
             request_timeout: Duration::from_secs(30),
             default_cluster: "default".parse().expect("a valid cluster id"),
+            tokens: auth::Tokens::default(),
         }
     }
 }
@@ -53,6 +58,7 @@ pub struct AppState {
     pub config: Arc<HttpConfig>,
     /// Wakes the executor when there is new work (a trigger, a cluster configured).
     pub executor_wakeup: Arc<tokio::sync::Notify>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AppState {
@@ -61,6 +67,7 @@ impl AppState {
             store,
             config: Arc::new(config),
             executor_wakeup: Arc::new(tokio::sync::Notify::new()),
+            metrics: Arc::new(crate::metrics::Metrics::new()),
         }
     }
 }
@@ -69,18 +76,29 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.body_limit;
     let request_timeout = state.config.request_timeout;
+    let tokens = Arc::new(state.config.tokens.clone());
+    let metrics = state.metrics.clone();
     Router::new()
         .merge(results::router(ResultKind::Job))
         .merge(results::router(ResultKind::Application))
         .merge(savepoints::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics::render))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            tokens,
+            auth::require_token,
+        ))
         .layer(axum::middleware::from_fn(move |req, next| {
             timeout(request_timeout, req, next)
         }))
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::observe,
+        ))
         .with_state(state)
 }
 

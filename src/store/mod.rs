@@ -91,7 +91,7 @@ impl ResultState {
         }
     }
 
-    fn parse(s: &str) -> Result<Self, sqlx::Error> {
+    pub(crate) fn parse(s: &str) -> Result<Self, sqlx::Error> {
         match s {
             "dirty" => Ok(ResultState::Dirty),
             "clean" => Ok(ResultState::Clean),
@@ -138,6 +138,32 @@ pub struct OperationFilter {
     pub limit: u32,
 }
 
+/// Entries of one kind, cluster and state, for metrics.
+#[derive(Debug, Clone)]
+pub struct ResultCount {
+    pub kind: ResultKind,
+    pub cluster_id: String,
+    pub state: ResultState,
+    pub count: i64,
+    /// When the oldest of them was created.
+    pub oldest: Option<DateTime<Utc>>,
+}
+
+/// Savepoint operations of one cluster and status, for metrics.
+#[derive(Debug, Clone)]
+pub struct OperationCount {
+    pub cluster_id: String,
+    pub status: OperationStatus,
+    pub count: i64,
+}
+
+/// What `/metrics` reports of the stored data.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub results: Vec<ResultCount>,
+    pub operations: Vec<OperationCount>,
+}
+
 /// Everything the service keeps. One implementation per backend; both pass one suite.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -146,6 +172,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Succeeds when the database answers and carries this version's schema.
     async fn ready(&self) -> StoreResult<()>;
+
+    /// Connections the pools hold, and how many of them are idle.
+    fn pool_connections(&self) -> (u32, usize);
+
+    /// Counts of entries and operations, for metrics.
+    async fn stats(&self) -> StoreResult<Stats>;
 
     /// Registers a dirty entry. A present id, dirty or clean, is [`StoreError::Conflict`].
     async fn create_result(
@@ -369,6 +401,14 @@ macro_rules! impl_store {
                         "schema version {version}, this jobstore needs {latest}"
                     )))
                 }
+            }
+
+            fn pool_connections(&self) -> (u32, usize) {
+                self.pool_connections_impl()
+            }
+
+            async fn stats(&self) -> StoreResult<$crate::store::Stats> {
+                self.stats_impl().await
             }
 
             async fn create_result(

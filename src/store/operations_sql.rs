@@ -26,6 +26,7 @@ pub(crate) struct OperationSql {
     pub put_cluster_flags: String,
     pub select_cluster: String,
     pub list_clusters: String,
+    pub count: String,
 }
 
 impl OperationSql {
@@ -137,6 +138,9 @@ impl OperationSql {
                  WHERE cluster_id = {}",
                 p(1)
             ),
+            count: "SELECT cluster_id, status, COUNT(*) FROM savepoint_operations \
+                    GROUP BY cluster_id, status"
+                .into(),
             list_clusters: "SELECT cluster_id, flink_rest_url, savepoint_directory FROM clusters \
                             ORDER BY cluster_id"
                 .into(),
@@ -360,6 +364,44 @@ macro_rules! operation_store_methods {
                 .as_ref()
                 .map($crate::store::operations::cluster_from_row)
                 .transpose()?)
+        }
+
+        async fn stats_impl(&self) -> $crate::store::StoreResult<$crate::store::Stats> {
+            use sqlx::Row;
+            let mut stats = $crate::store::Stats::default();
+            for kind in [
+                $crate::wire::ResultKind::Job,
+                $crate::wire::ResultKind::Application,
+            ] {
+                let rows = sqlx::query(sqlx::AssertSqlSafe(self.sql.get(kind).count.as_str()))
+                    .fetch_all(&self.read)
+                    .await?;
+                for row in rows {
+                    let state: String = row.try_get(1)?;
+                    stats.results.push($crate::store::ResultCount {
+                        kind,
+                        cluster_id: row.try_get(0)?,
+                        state: $crate::store::ResultState::parse(&state)?,
+                        count: row.try_get(2)?,
+                        oldest: row.try_get(3).ok(),
+                    });
+                }
+            }
+            let rows = sqlx::query(sqlx::AssertSqlSafe(self.ops.count.as_str()))
+                .fetch_all(&self.read)
+                .await?;
+            for row in rows {
+                let status: String = row.try_get(1)?;
+                let Some(status) = $crate::store::OperationStatus::parse(&status) else {
+                    continue;
+                };
+                stats.operations.push($crate::store::OperationCount {
+                    cluster_id: row.try_get(0)?,
+                    status,
+                    count: row.try_get(2)?,
+                });
+            }
+            Ok(stats)
         }
 
         async fn list_clusters_impl(

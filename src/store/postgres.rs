@@ -59,6 +59,10 @@ impl PgStore {
         &self.write
     }
 
+    fn pool_connections_impl(&self) -> (u32, usize) {
+        (self.write.size(), self.write.num_idle())
+    }
+
     result_store_methods!();
     operation_store_methods!();
 }

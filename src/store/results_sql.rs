@@ -52,6 +52,7 @@ pub(crate) struct ResultSql {
     pub list_dirty: String,
     pub list_clean: String,
     pub purge_clean: String,
+    pub count: String,
 }
 
 impl ResultSql {
@@ -84,6 +85,10 @@ impl ResultSql {
             list_all: list(""),
             list_dirty: list(" AND state = 'dirty'"),
             list_clean: list(" AND state = 'clean'"),
+            count: format!(
+                "SELECT cluster_id, state, COUNT(*), MIN(created_at) FROM {table} \
+                 GROUP BY cluster_id, state"
+            ),
             purge_clean: format!(
                 "DELETE FROM {table} WHERE state = 'clean' AND cleaned_at < {}",
                 (d.now_offset_ms)('-', &p1)

@@ -67,6 +67,13 @@ impl SqliteStore {
         &self.write
     }
 
+    fn pool_connections_impl(&self) -> (u32, usize) {
+        (
+            self.write.size() + self.read.size(),
+            self.write.num_idle() + self.read.num_idle(),
+        )
+    }
+
     result_store_methods!();
     operation_store_methods!();
 }

@@ -1,0 +1,126 @@
+//! The service's Prometheus metrics (rendered by the HTTP layer at `/metrics`).
+
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+};
+
+/// The service's metrics, one registry per process (no globals, so tests can run several).
+pub struct Metrics {
+    pub(crate) registry: Registry,
+    pub(crate) requests: IntCounterVec,
+    pub(crate) latency: HistogramVec,
+    /// Savepoint operations taken over from a holder whose lease expired.
+    pub lease_takeovers: IntCounter,
+    /// Savepoint operations this process completed, by how.
+    pub operations_completed: IntCounterVec,
+    pub(crate) results: IntGaugeVec,
+    pub(crate) oldest_dirty: IntGaugeVec,
+    pub(crate) operations: IntGaugeVec,
+    pub(crate) pool: IntGaugeVec,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "jobstore_http_requests_total",
+                "HTTP requests by matched route, method and status",
+            ),
+            &["route", "method", "status"],
+        )
+        .expect("valid metric");
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "jobstore_http_request_duration_seconds",
+                "HTTP request latency by matched route and method",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ]),
+            &["route", "method"],
+        )
+        .expect("valid metric");
+        let lease_takeovers = IntCounter::new(
+            "jobstore_savepoint_lease_takeovers_total",
+            "Savepoint operations this process took over after their holder's lease expired",
+        )
+        .expect("valid metric");
+        let operations_completed = IntCounterVec::new(
+            Opts::new(
+                "jobstore_savepoint_operations_completed_total",
+                "Savepoint operations this process's executor completed, by outcome",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric");
+        let results = IntGaugeVec::new(
+            Opts::new(
+                "jobstore_results",
+                "Job and application result entries by cluster and state",
+            ),
+            &["kind", "cluster", "state"],
+        )
+        .expect("valid metric");
+        let oldest_dirty = IntGaugeVec::new(
+            Opts::new(
+                "jobstore_oldest_dirty_result_age_seconds",
+                "Age of the oldest dirty entry per cluster (a cleanup that does not finish)",
+            ),
+            &["kind", "cluster"],
+        )
+        .expect("valid metric");
+        let operations = IntGaugeVec::new(
+            Opts::new(
+                "jobstore_savepoint_operations",
+                "Stored savepoint operations by cluster and status",
+            ),
+            &["cluster", "status"],
+        )
+        .expect("valid metric");
+        let pool = IntGaugeVec::new(
+            Opts::new(
+                "jobstore_db_pool_connections",
+                "Database pool connections by state",
+            ),
+            &["state"],
+        )
+        .expect("valid metric");
+        for m in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(latency.clone()),
+            Box::new(lease_takeovers.clone()),
+            Box::new(operations_completed.clone()),
+            Box::new(results.clone()),
+            Box::new(oldest_dirty.clone()),
+            Box::new(operations.clone()),
+            Box::new(pool.clone()),
+        ] {
+            registry.register(m).expect("metric names are unique");
+        }
+        Metrics {
+            registry,
+            requests,
+            latency,
+            lease_takeovers,
+            operations_completed,
+            results,
+            oldest_dirty,
+            operations,
+            pool,
+        }
+    }
+}
