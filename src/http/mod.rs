@@ -19,6 +19,7 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod metrics;
+pub mod openapi;
 pub mod results;
 pub mod savepoints;
 
@@ -85,6 +86,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::render))
+        .route("/openapi.json", get(openapi_json))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -129,6 +131,10 @@ async fn method_not_allowed() -> ApiError {
         StatusCode::METHOD_NOT_ALLOWED,
         "method not allowed for this route",
     )
+}
+
+async fn openapi_json() -> Json<serde_json::Value> {
+    Json(openapi::document())
 }
 
 async fn healthz() -> Json<serde_json::Value> {

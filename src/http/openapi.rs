@@ -1,0 +1,610 @@
+//! The OpenAPI 3 document of every route, built here from one table of operations and
+//! served at `/openapi.json`. A snapshot test (`tests/openapi.rs`) keeps every change of
+//! the API visible in review, and checks that every documented operation is routed.
+
+use serde_json::{Map, Value, json};
+
+use crate::wire::{APPLICATION_STATUSES, ResultKind};
+
+/// One documented operation: method, path, tag, summary, parameters, body and answers.
+pub struct Operation {
+    pub method: &'static str,
+    pub path: String,
+    tag: &'static str,
+    summary: String,
+    params: Vec<Value>,
+    body: Option<Value>,
+    responses: Vec<(u16, &'static str, Option<Value>)>,
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn path_param(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description, "schema": schema})
+}
+
+fn query_param(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema})
+}
+
+fn hex_id() -> Value {
+    schema_ref("HexId")
+}
+
+fn cluster_param() -> Value {
+    path_param(
+        "cluster",
+        "Flink's high-availability.cluster-id",
+        schema_ref("ClusterId"),
+    )
+}
+
+fn json_body(schema: Value, required: bool) -> Value {
+    json!({"required": required, "content": {"application/json": {"schema": schema}}})
+}
+
+fn err(code: u16, description: &'static str) -> (u16, &'static str, Option<Value>) {
+    (code, description, Some(schema_ref("Error")))
+}
+
+fn ok(code: u16, description: &'static str, schema: &str) -> (u16, &'static str, Option<Value>) {
+    (code, description, Some(schema_ref(schema)))
+}
+
+fn result_operations(kind: ResultKind) -> Vec<Operation> {
+    let (base, entry, list, file, tag, noun) = match kind {
+        ResultKind::Job => (
+            "/v1/clusters/{cluster}/job-results",
+            "JobResultEntry",
+            "JobResultList",
+            "JobResultFile",
+            "job results",
+            "job",
+        ),
+        ResultKind::Application => (
+            "/v1/clusters/{cluster}/application-results",
+            "ApplicationResultEntry",
+            "ApplicationResultList",
+            "ApplicationResultFile",
+            "application results",
+            "application",
+        ),
+    };
+    let one = format!("{base}/{{id}}");
+    let id = || path_param("id", &format!("the {noun} id"), hex_id());
+    let unavailable = || err(503, "The database is unavailable");
+    vec![
+        Operation {
+            method: "post",
+            path: base.into(),
+            tag,
+            summary: format!("Register a dirty {noun} result (createDirtyResult)"),
+            params: vec![cluster_param()],
+            body: Some(json_body(schema_ref(file), true)),
+            responses: vec![
+                ok(201, "Created, state dirty", entry),
+                err(400, "Malformed id or body"),
+                err(409, "An entry with this id exists (dirty or clean)"),
+                err(413, "Body over the limit"),
+                err(415, "Not a JSON body"),
+                unavailable(),
+            ],
+        },
+        Operation {
+            method: "get",
+            path: base.into(),
+            tag,
+            summary: format!(
+                "List {noun} results of a cluster, ordered by id (getDirtyResults with state=dirty)"
+            ),
+            params: vec![
+                cluster_param(),
+                query_param(
+                    "state",
+                    "dirty, clean or all (default)",
+                    json!({"type": "string", "enum": ["dirty", "clean", "all"]}),
+                ),
+                query_param(
+                    "limit",
+                    "page size, 1-10000 (default 1000)",
+                    json!({"type": "integer", "minimum": 1, "maximum": 10000}),
+                ),
+                query_param("after", "the `next` cursor of the previous page", hex_id()),
+            ],
+            body: None,
+            responses: vec![
+                ok(200, "A page of entries", list),
+                err(400, "Malformed query"),
+                unavailable(),
+            ],
+        },
+        Operation {
+            method: "get",
+            path: one.clone(),
+            tag,
+            summary: format!("Read one {noun} result"),
+            params: vec![cluster_param(), id()],
+            body: None,
+            responses: vec![
+                ok(200, "The entry", entry),
+                err(400, "Malformed id"),
+                err(404, "No such entry"),
+                unavailable(),
+            ],
+        },
+        Operation {
+            method: "head",
+            path: one.clone(),
+            tag,
+            summary: format!("Whether a {noun} result exists (hasJobResultEntry)"),
+            params: vec![cluster_param(), id()],
+            body: None,
+            responses: vec![
+                (200, "Present", None),
+                (400, "Malformed id", None),
+                (404, "Absent", None),
+            ],
+        },
+        Operation {
+            method: "delete",
+            path: one.clone(),
+            tag,
+            summary: format!("Remove a stale {noun} result (an operator's tool)"),
+            params: vec![cluster_param(), id()],
+            body: None,
+            responses: vec![
+                (204, "Removed", None),
+                err(400, "Malformed id"),
+                err(404, "No such entry"),
+                unavailable(),
+            ],
+        },
+        Operation {
+            method: "post",
+            path: format!("{one}/clean"),
+            tag,
+            summary: format!("Mark a {noun} result clean (markResultAsClean)"),
+            params: vec![cluster_param(), id()],
+            body: None,
+            responses: vec![
+                ok(
+                    200,
+                    "Clean (also when it already was; cleaned-at unchanged)",
+                    entry,
+                ),
+                (204, "Deleted (with --delete-on-commit)", None),
+                err(400, "Malformed id"),
+                err(404, "Not present in the store"),
+                unavailable(),
+            ],
+        },
+    ]
+}
+
+fn savepoint_operations() -> Vec<Operation> {
+    let mut ops = Vec::new();
+    let job = || path_param("jobid", "Flink job id", hex_id());
+    for (prefix, scope) in [("", " (default cluster)"), ("/v1/clusters/{cluster}", "")] {
+        let params = |extra: Vec<Value>| {
+            let mut p = if prefix.is_empty() {
+                vec![]
+            } else {
+                vec![cluster_param()]
+            };
+            p.extend(extra);
+            p
+        };
+        ops.push(Operation {
+            method: "post",
+            path: format!("{prefix}/jobs/{{jobid}}/savepoints"),
+            tag: "savepoints",
+            summary: format!("Trigger a savepoint{scope}, as Flink's POST /jobs/:jobid/savepoints"),
+            params: params(vec![job()]),
+            body: Some(json_body(schema_ref("SavepointTriggerRequestBody"), false)),
+            responses: vec![
+                ok(
+                    202,
+                    "Accepted; the same triggerId answers the same request-id",
+                    "TriggerResponse",
+                ),
+                err(400, "Malformed id or body, or no target directory"),
+            ],
+        });
+        ops.push(Operation {
+            method: "post",
+            path: format!("{prefix}/jobs/{{jobid}}/stop"),
+            tag: "savepoints",
+            summary: format!(
+                "Stop a job with a savepoint{scope}, as Flink's POST /jobs/:jobid/stop"
+            ),
+            params: params(vec![job()]),
+            body: Some(json_body(schema_ref("StopWithSavepointRequestBody"), false)),
+            responses: vec![
+                ok(202, "Accepted", "TriggerResponse"),
+                err(400, "Malformed id or body, or no target directory"),
+            ],
+        });
+        ops.push(Operation {
+            method: "get",
+            path: format!("{prefix}/jobs/{{jobid}}/savepoints/{{triggerid}}"),
+            tag: "savepoints",
+            summary: format!("Status of a savepoint operation{scope}, as Flink's"),
+            params: params(vec![
+                job(),
+                path_param("triggerid", "the request-id", hex_id()),
+            ]),
+            body: None,
+            responses: vec![
+                ok(200, "IN_PROGRESS or COMPLETED", "SavepointStatus"),
+                err(400, "Malformed id"),
+                err(404, "No such operation"),
+            ],
+        });
+    }
+    ops.push(Operation {
+        method: "post",
+        path: "/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete".into(),
+        tag: "savepoint operations",
+        summary: "Complete an operation (for an executor outside this service)".into(),
+        params: vec![
+            cluster_param(),
+            job(),
+            path_param("triggerid", "the request-id", hex_id()),
+        ],
+        body: Some(json_body(schema_ref("CompleteBody"), true)),
+        responses: vec![
+            ok(
+                200,
+                "Completed (also when completed before with the same result)",
+                "SavepointOperation",
+            ),
+            err(
+                400,
+                "Malformed id or body: exactly one of location and failure-cause",
+            ),
+            err(404, "No such operation"),
+            err(409, "Completed before with a different result"),
+            err(415, "Not a JSON body"),
+        ],
+    });
+    ops.push(Operation {
+        method: "get",
+        path: "/v1/clusters/{cluster}/savepoint-operations".into(),
+        tag: "savepoint operations",
+        summary: "List a cluster's savepoint operations, ordered by job id and request id".into(),
+        params: vec![
+            cluster_param(),
+            query_param("job-id", "only this job's", hex_id()),
+            query_param(
+                "status",
+                "only these",
+                json!({"type": "string", "enum": ["IN_PROGRESS", "COMPLETED"]}),
+            ),
+            query_param(
+                "limit",
+                "page size, 1-10000 (default 1000)",
+                json!({"type": "integer", "minimum": 1, "maximum": 10000}),
+            ),
+            query_param(
+                "after",
+                "the `next` cursor of the previous page",
+                json!({"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}),
+            ),
+        ],
+        body: None,
+        responses: vec![
+            ok(200, "A page of operations", "SavepointOperationList"),
+            err(400, "Malformed query"),
+        ],
+    });
+    ops.push(Operation {
+        method: "get",
+        path: "/v1/clusters/{cluster}".into(),
+        tag: "clusters",
+        summary: "A cluster's savepoint configuration".into(),
+        params: vec![cluster_param()],
+        body: None,
+        responses: vec![
+            ok(200, "The cluster", "Cluster"),
+            err(400, "Malformed cluster id"),
+            err(404, "Not configured"),
+        ],
+    });
+    ops.push(Operation {
+        method: "put",
+        path: "/v1/clusters/{cluster}".into(),
+        tag: "clusters",
+        summary: "Set a cluster's Flink REST URL and default savepoint directory".into(),
+        params: vec![cluster_param()],
+        body: Some(json_body(schema_ref("ClusterUpdate"), true)),
+        responses: vec![
+            ok(200, "The cluster", "Cluster"),
+            err(400, "Malformed body"),
+            err(415, "Not a JSON body"),
+        ],
+    });
+    ops.push(Operation {
+        method: "get",
+        path: "/v1/clusters".into(),
+        tag: "clusters",
+        summary: "Every configured cluster, and the default one".into(),
+        params: vec![],
+        body: None,
+        responses: vec![ok(200, "The clusters", "ClusterList")],
+    });
+    ops
+}
+
+fn service_operations() -> Vec<Operation> {
+    let plain = |path: &str, summary: &str, responses| Operation {
+        method: "get",
+        path: path.into(),
+        tag: "service",
+        summary: summary.into(),
+        params: vec![],
+        body: None,
+        responses,
+    };
+    vec![
+        plain(
+            "/healthz",
+            "The process is alive",
+            vec![(200, "Alive", None)],
+        ),
+        plain(
+            "/readyz",
+            "The database is reachable and migrated",
+            vec![(200, "Ready", None), err(503, "Not ready")],
+        ),
+        plain(
+            "/metrics",
+            "Prometheus metrics (text format)",
+            vec![(200, "Metrics", None)],
+        ),
+        plain(
+            "/openapi.json",
+            "This document",
+            vec![(200, "The OpenAPI document", None)],
+        ),
+    ]
+}
+
+/// Every documented operation.
+pub fn operations() -> Vec<Operation> {
+    let mut ops = result_operations(ResultKind::Job);
+    ops.extend(result_operations(ResultKind::Application));
+    ops.extend(savepoint_operations());
+    ops.extend(service_operations());
+    ops
+}
+
+fn schemas() -> Value {
+    let nullable_time = json!({"type": "string", "format": "date-time", "nullable": true});
+    let time = json!({"type": "string", "format": "date-time"});
+    let failure_cause = json!({
+        "type": "object",
+        "description": "Flink's SerializedThrowable JSON",
+        "properties": {
+            "class": {"type": "string"},
+            "stack-trace": {"type": "string"},
+            "serialized-throwable": {"type": "string"}
+        },
+        "additionalProperties": true
+    });
+    let entry = |id_field: &str, result: &str| {
+        json!({
+            "type": "object",
+            "required": ["cluster-id", id_field, "state", "created-at", "cleaned-at", "result"],
+            "properties": {
+                "cluster-id": schema_ref("ClusterId"),
+                id_field: schema_ref("HexId"),
+                "state": {"type": "string", "enum": ["dirty", "clean"]},
+                "created-at": time,
+                "cleaned-at": nullable_time,
+                "result": schema_ref(result)
+            }
+        })
+    };
+    let list = |key: &str, item: &str| {
+        json!({
+            "type": "object",
+            "required": [key, "next"],
+            "properties": {
+                key: {"type": "array", "items": schema_ref(item)},
+                "next": {"type": "string", "nullable": true}
+            }
+        })
+    };
+    let file = |result: &str| {
+        json!({
+            "type": "object",
+            "required": ["result"],
+            "properties": {
+                "result": schema_ref(result),
+                "version": {"type": "integer", "enum": [1]}
+            }
+        })
+    };
+    let format_type = json!({"type": "string", "enum": ["CANONICAL", "NATIVE"], "nullable": true});
+    json!({
+        "Error": {
+            "type": "object",
+            "required": ["errors"],
+            "properties": {"errors": {"type": "array", "items": {"type": "string"}, "minItems": 1}}
+        },
+        "HexId": {"type": "string", "pattern": "^[0-9a-fA-F]{32}$", "description": "16 bytes as 32 hex characters, as Flink prints them"},
+        "ClusterId": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"},
+        "JobResult": {
+            "type": "object",
+            "description": "Flink's JobResult JSON; unknown fields are kept",
+            "required": ["id"],
+            "additionalProperties": true,
+            "properties": {
+                "id": schema_ref("HexId"),
+                "name": {"type": "string"},
+                "application-status": {"type": "string", "enum": APPLICATION_STATUSES},
+                "accumulator-results": {"type": "object", "additionalProperties": {"type": "string"}},
+                "net-runtime": {"type": "integer", "minimum": 0},
+                "failure-cause": failure_cause,
+                "application-id": schema_ref("HexId"),
+                "start-time": {"type": "integer"},
+                "end-time": {"type": "integer"}
+            }
+        },
+        "ApplicationResult": {
+            "type": "object",
+            "description": "Flink 2.3's application result JSON; unknown fields are kept",
+            "required": ["application-id"],
+            "additionalProperties": true,
+            "properties": {
+                "application-id": schema_ref("HexId"),
+                "application-state": {"type": "string"},
+                "application-name": {"type": "string"},
+                "start-time": {"type": "integer"},
+                "end-time": {"type": "integer"}
+            }
+        },
+        "JobResultFile": file("JobResult"),
+        "ApplicationResultFile": file("ApplicationResult"),
+        "JobResultEntry": entry("job-id", "JobResult"),
+        "ApplicationResultEntry": entry("application-id", "ApplicationResult"),
+        "JobResultList": list("job-results", "JobResultEntry"),
+        "ApplicationResultList": list("application-results", "ApplicationResultEntry"),
+        "SavepointTriggerRequestBody": {
+            "type": "object",
+            "properties": {
+                "target-directory": {"type": "string", "nullable": true},
+                "cancel-job": {"type": "boolean", "nullable": true},
+                "triggerId": {"type": "string", "pattern": "^[0-9a-fA-F]{32}$", "nullable": true},
+                "formatType": format_type
+            }
+        },
+        "StopWithSavepointRequestBody": {
+            "type": "object",
+            "properties": {
+                "targetDirectory": {"type": "string", "nullable": true},
+                "drain": {"type": "boolean", "nullable": true},
+                "triggerId": {"type": "string", "pattern": "^[0-9a-fA-F]{32}$", "nullable": true},
+                "formatType": format_type
+            }
+        },
+        "TriggerResponse": {
+            "type": "object",
+            "required": ["request-id"],
+            "properties": {"request-id": schema_ref("HexId")}
+        },
+        "SavepointStatus": {
+            "type": "object",
+            "required": ["status", "operation"],
+            "properties": {
+                "status": {
+                    "type": "object",
+                    "required": ["id"],
+                    "properties": {"id": {"type": "string", "enum": ["IN_PROGRESS", "COMPLETED"]}}
+                },
+                "operation": {
+                    "type": "object",
+                    "nullable": true,
+                    "properties": {"location": {"type": "string"}, "failure-cause": failure_cause}
+                }
+            }
+        },
+        "CompleteBody": {
+            "type": "object",
+            "description": "exactly one of location and failure-cause",
+            "properties": {"location": {"type": "string", "minLength": 1}, "failure-cause": failure_cause}
+        },
+        "SavepointOperation": {
+            "type": "object",
+            "required": ["cluster-id", "job-id", "request-id", "kind", "status", "target-directory",
+                         "format-type", "location", "failure-cause", "created-at", "completed-at"],
+            "properties": {
+                "cluster-id": schema_ref("ClusterId"),
+                "job-id": schema_ref("HexId"),
+                "request-id": schema_ref("HexId"),
+                "kind": {"type": "string", "enum": ["SAVEPOINT", "CANCEL_WITH_SAVEPOINT", "STOP_WITH_SAVEPOINT", "TERMINATE_WITH_SAVEPOINT"]},
+                "status": {"type": "string", "enum": ["IN_PROGRESS", "COMPLETED"]},
+                "target-directory": {"type": "string", "nullable": true},
+                "format-type": {"type": "string", "enum": ["CANONICAL", "NATIVE"]},
+                "location": {"type": "string", "nullable": true},
+                "failure-cause": {"type": "object", "nullable": true, "additionalProperties": true},
+                "created-at": time,
+                "completed-at": nullable_time
+            }
+        },
+        "SavepointOperationList": list("savepoint-operations", "SavepointOperation"),
+        "Cluster": {
+            "type": "object",
+            "required": ["cluster-id", "flink-rest-url", "savepoint-directory"],
+            "properties": {
+                "cluster-id": schema_ref("ClusterId"),
+                "flink-rest-url": {"type": "string", "nullable": true},
+                "savepoint-directory": {"type": "string", "nullable": true}
+            }
+        },
+        "ClusterUpdate": {
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "flink-rest-url": {"type": "string", "nullable": true, "pattern": "^https?://.+"},
+                "savepoint-directory": {"type": "string", "nullable": true, "minLength": 1}
+            }
+        },
+        "ClusterList": {
+            "type": "object",
+            "required": ["clusters"],
+            "properties": {"clusters": {"type": "array", "items": schema_ref("Cluster")}}
+        }
+    })
+}
+
+/// The whole document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for op in operations() {
+        let mut responses = Map::new();
+        for (code, description, schema) in &op.responses {
+            let mut r = json!({"description": description});
+            if let Some(schema) = schema {
+                r["content"] = json!({"application/json": {"schema": schema}});
+            }
+            responses.insert(code.to_string(), r);
+        }
+        let mut o = json!({
+            "tags": [op.tag],
+            "summary": op.summary,
+            "operationId": format!("{}{}", op.method, op.path.replace(['/', '{', '}', '-', '.'], "_")),
+            "responses": responses,
+        });
+        if !op.params.is_empty() {
+            o["parameters"] = Value::Array(op.params.clone());
+        }
+        if let Some(body) = &op.body {
+            o["requestBody"] = body.clone();
+        }
+        if matches!(op.path.as_str(), "/healthz" | "/readyz" | "/metrics") {
+            o["security"] = json!([]);
+        }
+        let entry = paths
+            .entry(op.path.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        entry[op.method] = o;
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "jobstore",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "A shared, SQL-inspectable store for Apache Flink's job results, application results and savepoint operations. Errors are {\"errors\": [\"<message>\"]}."
+        },
+        "servers": [{"url": "/"}],
+        "security": [{}, {"bearerAuth": []}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas(),
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}}
+        }
+    })
+}
