@@ -144,9 +144,12 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
-fn init_logging(format: LogFormat) {
+/// Logging to stderr; `JOBSTORE_LOG` overrides the default level (`info` for `serve`,
+/// `warn` for the one-shot commands, whose output is their summary).
+fn init_logging(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("JOBSTORE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_env("JOBSTORE_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -167,26 +170,27 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let serving = matches!(cli.command, Command::Serve(_));
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => {
-                init_logging(args.log_format);
+                init_logging(args.log_format, "info");
                 serve(args).await
             }
             Command::Migrate(args) => {
-                init_logging(LogFormat::Text);
+                init_logging(LogFormat::Text, "info");
                 store::open(&args.store_config(true)).await.map(|_| ())
             }
             Command::Import(args) => {
-                init_logging(LogFormat::Text);
+                init_logging(LogFormat::Text, "warn");
                 crate::transfer::import(args).await
             }
             Command::Export(args) => {
-                init_logging(LogFormat::Text);
+                init_logging(LogFormat::Text, "warn");
                 crate::transfer::export(args).await
             }
             Command::Gc(args) => {
-                init_logging(LogFormat::Text);
+                init_logging(LogFormat::Text, "warn");
                 gc(args).await
             }
         }
@@ -194,7 +198,9 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
+            if serving {
+                tracing::error!("{e:#}");
+            }
             eprintln!("jobstore: {e:#}");
             ExitCode::FAILURE
         }

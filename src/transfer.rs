@@ -75,6 +75,8 @@ pub const JOB_DIR: &str = "job-result-store";
 pub const APPLICATION_DIR: &str = "application-result-store";
 /// How many entries one listing query of `export` reads.
 const EXPORT_PAGE: u32 = 1000;
+/// How many files `export` writes at once.
+const EXPORT_WRITERS: usize = 8;
 /// Flink's suffix of a dirty entry's file.
 const DIRTY_SUFFIX: &str = "_DIRTY.json";
 const JSON_SUFFIX: &str = ".json";
@@ -359,14 +361,13 @@ async fn import_one(
     let (kind, id) = (file.kind, file.id);
     let mut existing = store.get_result(kind, cluster, id).await?;
     if existing.is_none() {
-        match store.create_result(kind, cluster, id, &file.result).await {
-            Ok(_) => {
-                if file.state == ResultState::Dirty {
-                    return Ok(Imported::Dirty);
-                }
-                store.mark_result_clean(kind, cluster, id).await?;
-                return Ok(Imported::Clean);
-            }
+        // One statement in the file's state: a clean file is never seen dirty.
+        match store
+            .create_result_as(kind, cluster, id, &file.result, file.state)
+            .await
+        {
+            Ok(_) if file.state == ResultState::Dirty => return Ok(Imported::Dirty),
+            Ok(_) => return Ok(Imported::Clean),
             // Created by someone else meanwhile: treat it as present.
             Err(StoreError::Conflict) => {
                 existing = store.get_result(kind, cluster, id).await?;
@@ -394,6 +395,15 @@ async fn import_one(
     }
 }
 
+/// "1 file", "2 files".
+fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 fn import_summary(
     dir: &Path,
     cluster: &ClusterId,
@@ -404,10 +414,11 @@ fn import_summary(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "import of {} into cluster {cluster}: {files} files ({} job results, {} application results, {} failed)",
+        "import of {} into cluster {cluster}: {} ({}, {}, {} failed)",
         dir.display(),
-        c.jobs,
-        c.applications,
+        counted(files, "file"),
+        counted(c.jobs, "job result"),
+        counted(c.applications, "application result"),
         c.failed.len()
     );
     let _ = writeln!(s, "  imported dirty:  {}", c.imported_dirty);
@@ -418,15 +429,18 @@ fn import_summary(
     if c.kept_clean > 0 {
         let _ = writeln!(
             s,
-            "  ({} dirty files of entries already clean: left clean)",
-            c.kept_clean
+            "  ({} of entries already clean: left clean)",
+            counted(c.kept_clean, "dirty file")
         );
     }
     if c.differing > 0 {
         let _ = writeln!(
             s,
-            "  ({} files differ from the stored result: the stored one was kept)",
-            c.differing
+            "  ({} from the stored result: the stored one was kept)",
+            match c.differing {
+                1 => "1 file differs".to_owned(),
+                n => format!("{n} files differ"),
+            }
         );
     }
     if ignored > 0 {
@@ -576,6 +590,54 @@ fn remove_if_present(path: &Path) -> std::io::Result<bool> {
     }
 }
 
+fn other_state(state: ResultState) -> ResultState {
+    match state {
+        ResultState::Dirty => ResultState::Clean,
+        ResultState::Clean => ResultState::Dirty,
+    }
+}
+
+/// Writes one entry's file and removes its other state's file; true when there was one.
+fn write_entry(dir: &Path, entry: &ResultEntry) -> anyhow::Result<bool> {
+    let name = file_name(&entry.id, entry.state);
+    write_atomically(dir, &name, &file_content(entry))
+        .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
+    let other = dir.join(file_name(&entry.id, other_state(entry.state)));
+    remove_if_present(&other).with_context(|| format!("cannot remove {}", other.display()))
+}
+
+/// Writes a page of entries, a few files at a time (each write waits for its flush to
+/// disk, and those waits overlap). Answers, per entry, whether its other state's file was
+/// removed.
+fn write_page(dir: &Path, page: &[ResultEntry], bar: &ProgressBar) -> anyhow::Result<Vec<bool>> {
+    let chunk = page.len().div_ceil(EXPORT_WRITERS).max(1);
+    std::thread::scope(|scope| {
+        let writers: Vec<_> = page
+            .chunks(chunk)
+            .map(|entries| {
+                scope.spawn(move || {
+                    entries
+                        .iter()
+                        .map(|entry| {
+                            let removed = write_entry(dir, entry)?;
+                            bar.inc(1);
+                            Ok(removed)
+                        })
+                        .collect::<anyhow::Result<Vec<bool>>>()
+                })
+            })
+            .collect();
+        let mut removed = Vec::with_capacity(page.len());
+        for writer in writers {
+            let part = writer
+                .join()
+                .map_err(|_| anyhow::anyhow!("a file writer thread panicked"))??;
+            removed.extend(part);
+        }
+        Ok(removed)
+    })
+}
+
 /// What an export of one store did.
 #[derive(Debug, Default)]
 struct ExportCounts {
@@ -628,20 +690,11 @@ async fn export_kind(
                     kind.noun()
                 )
             })?;
-        for entry in &page {
+        let removed = write_page(dir, &page, bar)?;
+        for (entry, removed) in page.iter().zip(removed) {
             let name = file_name(&entry.id, entry.state);
-            let other = file_name(
-                &entry.id,
-                match entry.state {
-                    ResultState::Dirty => ResultState::Clean,
-                    ResultState::Clean => ResultState::Dirty,
-                },
-            );
-            write_atomically(dir, &name, &file_content(entry))
-                .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
-            if remove_if_present(&dir.join(&other))
-                .with_context(|| format!("cannot remove {}", dir.join(&other).display()))?
-            {
+            let other = file_name(&entry.id, other_state(entry.state));
+            if removed {
                 counts.removed += 1;
                 report(
                     bar,
@@ -658,7 +711,6 @@ async fn export_kind(
                 ResultState::Dirty => counts.dirty += 1,
                 ResultState::Clean => counts.clean += 1,
             }
-            bar.inc(1);
         }
         if page.len() < EXPORT_PAGE as usize {
             break;

@@ -10,7 +10,7 @@ use jobstore::store::{
     ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, Outcome,
 };
 use jobstore::wire::{ResultKind, parse_envelope};
-use sqlx::{Column, Connection, Row};
+use sqlx::Connection;
 
 /// The SQL blocks of docs/sql.md for one backend.
 fn documented_queries(backend: Backend) -> Vec<String> {
@@ -142,8 +142,7 @@ async fn run_all(ts: &TestStore) -> Vec<(String, usize)> {
                     .fetch_all(&mut c)
                     .await
                     .unwrap_or_else(|e| panic!("documented query failed on PostgreSQL: {e}\n{q}"));
-                // Every column must decode as something printable (as psql would show it).
-                rows.iter().map(|r| r.columns().len()).count()
+                rows.len()
             }
             Backend::Sqlite => {
                 let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
@@ -151,7 +150,7 @@ async fn run_all(ts: &TestStore) -> Vec<(String, usize)> {
                     .fetch_all(&mut c)
                     .await
                     .unwrap_or_else(|e| panic!("documented query failed on SQLite: {e}\n{q}"));
-                rows.iter().map(|r| r.len()).count()
+                rows.len()
             }
         };
         out.push((q, rows));

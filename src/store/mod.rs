@@ -188,6 +188,17 @@ pub trait Store: Send + Sync + 'static {
         result: &Value,
     ) -> StoreResult<ResultEntry>;
 
+    /// Registers an entry directly in `state` (one statement; for imports of clean files,
+    /// so that no reader ever sees them dirty). A present id is [`StoreError::Conflict`].
+    async fn create_result_as(
+        &self,
+        kind: ResultKind,
+        cluster: &ClusterId,
+        id: HexId,
+        result: &Value,
+        state: ResultState,
+    ) -> StoreResult<ResultEntry>;
+
     async fn get_result(
         &self,
         kind: ResultKind,
@@ -366,19 +377,6 @@ pub(crate) fn result_table(kind: ResultKind) -> (&'static str, &'static str) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            super::redact_url("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(super::redact_url("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(super::redact_url("sqlite://x.db"), "sqlite://x.db");
-    }
-}
-
 /// Implements [`Store`] for a backend whose inherent `*_impl` methods come from
 /// `result_store_methods!` and `operation_store_methods!`.
 macro_rules! impl_store {
@@ -418,7 +416,26 @@ macro_rules! impl_store {
                 id: HexId,
                 result: &Value,
             ) -> StoreResult<ResultEntry> {
-                self.create_result_impl(kind, cluster, id, result).await
+                self.create_result_impl(
+                    kind,
+                    cluster,
+                    id,
+                    result,
+                    $crate::store::ResultState::Dirty,
+                )
+                .await
+            }
+
+            async fn create_result_as(
+                &self,
+                kind: ResultKind,
+                cluster: &ClusterId,
+                id: HexId,
+                result: &Value,
+                state: $crate::store::ResultState,
+            ) -> StoreResult<ResultEntry> {
+                self.create_result_impl(kind, cluster, id, result, state)
+                    .await
             }
 
             async fn get_result(
@@ -542,3 +559,16 @@ macro_rules! impl_store {
 }
 
 pub(crate) use impl_store;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            super::redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(super::redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(super::redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
+}

@@ -72,8 +72,11 @@ impl ResultSql {
         };
         ResultSql {
             insert: format!(
-                "INSERT INTO {table} (cluster_id, {id}, state, result) \
-                 VALUES ({p1}, {p2}, 'dirty', {p3}) RETURNING {cols}"
+                "INSERT INTO {table} (cluster_id, {id}, state, result, cleaned_at) \
+                 VALUES ({p1}, {p2}, {p4}, {p3}, CASE WHEN {p4} = 'clean' THEN {now} END) \
+                 RETURNING {cols}",
+                p4 = p(4),
+                now = d.now
             ),
             select: format!("SELECT {cols} FROM {table} WHERE {key}"),
             mark_clean: format!(
@@ -139,11 +142,13 @@ macro_rules! result_store_methods {
             cluster: &$crate::ids::ClusterId,
             id: $crate::ids::HexId,
             result: &serde_json::Value,
+            state: $crate::store::ResultState,
         ) -> $crate::store::StoreResult<$crate::store::ResultEntry> {
             let row = sqlx::query(sqlx::AssertSqlSafe(self.sql.get(kind).insert.as_str()))
                 .bind(cluster.as_str())
                 .bind(id.to_string())
                 .bind(sqlx::types::Json(result))
+                .bind(state.as_str())
                 .fetch_one(&self.write)
                 .await?;
             Ok($crate::store::entry_from_row(&row)?)

@@ -1,0 +1,950 @@
+//! `jobstore import` and `jobstore export`, run as the real binary against a SQLite file and
+//! a fresh PostgreSQL database, on the files Flink 2.3.0 wrote (`tests/data/flink-2.3.0`),
+//! and the exported folders read back by Flink 2.3.0's own `FileSystemJobResultStore` and
+//! `FileSystemApplicationResultStore` (`scripts/flink-check/run.sh`).
+//!
+//! PostgreSQL comes from `DATABASE_URL`, or `postgres://postgres@127.0.0.1:5432/postgres`
+//! when it is unset; each test creates `jobstore_transfer_<hex>` there and drops it at the
+//! end. Without a reachable server the PostgreSQL tests fail (they never pass without having
+//! run). The Flink checks need Java 17 and Python 3 with pip (Flink is installed from PyPI
+//! into `.flink/` on first use); without them they fail too, saying so.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use jobstore::ids::ClusterId;
+use jobstore::store::{Page, ResultEntry, ResultState, StateFilter, StoreConfig};
+use jobstore::wire::ResultKind;
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+/// The five job results Flink 2.3.0 wrote, and the application result.
+const JOB_IDS: [&str; 5] = [
+    "38dcc0b26ce09271cefd5020d41b4b88",
+    "6e84621ee1bef3c42ab882c8a5c87683",
+    "71f237b760187c71224a5ef9c5c240d3",
+    "8ef7ae7aab3e3c84d4981cf75516a3ea",
+    "91c0ad3c99e6611c32417a7c5d5146d2",
+];
+/// The job made dirty for the import (its name is `probe-dirty`).
+const DIRTY_JOB: &str = "38dcc0b26ce09271cefd5020d41b4b88";
+const APPLICATION_ID: &str = "38dcc0b26ce09271cefd5020d41b4b88";
+/// A file that is not JSON, and a file whose name's id is not its content's.
+const CORRUPT_FILE: &str = "00000000000000000000000000000001_DIRTY.json";
+const WRONG_ID_FILE: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.json";
+
+const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+// ---------------------------------------------------------------------------------------
+// Databases
+
+fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned())
+}
+
+/// `url` with its database name replaced (the query string kept).
+fn with_database(url: &str, database: &str) -> String {
+    let (scheme, rest) = url
+        .split_once("://")
+        .unwrap_or_else(|| panic!("DATABASE_URL is not a URL: {url:?}"));
+    let (before_query, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let authority = before_query.split('/').next().unwrap_or(before_query);
+    match query {
+        Some(q) => format!("{scheme}://{authority}/{database}?{q}"),
+        None => format!("{scheme}://{authority}/{database}"),
+    }
+}
+
+async fn pg_admin(url: &str) -> sqlx::PgConnection {
+    let failed = |e: &dyn std::fmt::Display| -> ! {
+        panic!(
+            "PostgreSQL is not reachable at {} ({e}).\n\
+             The import/export tests need a PostgreSQL server on which the user may CREATE DATABASE:\n\
+             - set DATABASE_URL=postgres://USER[:PASSWORD]@HOST:PORT/DB to point at one, or\n\
+             - start the local server: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n\
+             (default when DATABASE_URL is unset: {DEFAULT_DATABASE_URL}).",
+            jobstore::store::redact_url(url)
+        )
+    };
+    match tokio::time::timeout(Duration::from_secs(10), sqlx::PgConnection::connect(url)).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => failed(&e),
+        Err(_) => failed(&"no answer within 10 s"),
+    }
+}
+
+/// A database for one test: a SQLite file in a temporary folder, or a fresh PostgreSQL
+/// database dropped when this goes (also when the test panics).
+struct TestDb {
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+    pg: Option<(String, String)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl TestDb {
+    async fn new(backend: Backend) -> TestDb {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                TestDb {
+                    url: format!("sqlite://{}", dir.path().join("jobstore.db").display()),
+                    _dir: Some(dir),
+                    pg: None,
+                }
+            }
+            Backend::Postgres => {
+                let admin = admin_url();
+                let name = format!("jobstore_transfer_{}", uuid::Uuid::new_v4().simple());
+                let mut conn = pg_admin(&admin).await;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "cannot create the test database {name} on {}: {e}; the user of \
+                             DATABASE_URL must be allowed to CREATE DATABASE",
+                            jobstore::store::redact_url(&admin)
+                        )
+                    });
+                let _ = conn.close().await;
+                TestDb {
+                    url: with_database(&admin, &name),
+                    _dir: None,
+                    pg: Some((admin, name)),
+                }
+            }
+        }
+    }
+
+    /// Every entry of one kind of a cluster, by id.
+    async fn entries(&self, kind: ResultKind, cluster: &str) -> BTreeMap<String, ResultEntry> {
+        let store = jobstore::store::open(&StoreConfig {
+            url: self.url.clone(),
+            max_connections: 2,
+            acquire_timeout: Duration::from_secs(10),
+            migrate: false,
+        })
+        .await
+        .expect("open the store");
+        let cluster: ClusterId = cluster.parse().unwrap();
+        let list = store
+            .list_results(
+                kind,
+                &cluster,
+                StateFilter::All,
+                Page {
+                    after: None,
+                    limit: 10_000,
+                },
+            )
+            .await
+            .expect("list the entries");
+        list.into_iter().map(|e| (e.id.clone(), e)).collect()
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin, name)) = self.pg.take() else {
+            return;
+        };
+        // No blocking on a future inside the test's runtime: drop from a thread with its own.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async move {
+                let mut conn = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    sqlx::PgConnection::connect(&admin),
+                )
+                .await
+                .map_err(|_| "timed out connecting".to_owned())?
+                .map_err(|e| e.to_string())?;
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+                )))
+                .execute(&mut conn)
+                .await
+                .map_err(|e| format!("{name}: {e}"))?;
+                let _ = conn.close().await;
+                Ok::<(), String>(())
+            })
+        })
+        .join();
+        match dropped {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("could not drop the test database: {e}"),
+            Err(_) => eprintln!("could not drop the test database: thread panicked"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The binary
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn all(&self) -> String {
+        format!(
+            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+
+    /// The number on the summary line `  <label>: N`.
+    fn count(&self, label: &str) -> usize {
+        let prefix = format!("{label}:");
+        self.stdout
+            .lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `{label}` count in the summary:\n{}", self.all()))
+    }
+
+    fn assert_counts(&self, expected: [(&str, usize); 5]) {
+        for (label, n) in expected {
+            assert_eq!(self.count(label), n, "{label}\n{}", self.all());
+        }
+    }
+}
+
+fn jobstore(db: &TestDb, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobstore"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("JOBSTORE_") {
+            cmd.env_remove(key);
+        }
+    }
+    let (sub, rest) = args.split_first().expect("a subcommand");
+    cmd.arg(sub)
+        .arg("--database-url")
+        .arg(&db.url)
+        .args(rest)
+        .env("JOBSTORE_LOG", "warn");
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().expect("run the jobstore binary");
+    Run {
+        code: status.code(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 temporary path")
+}
+
+// ---------------------------------------------------------------------------------------
+// Files
+
+fn reference(kind: &str, id: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/flink-2.3.0")
+        .join(kind)
+        .join(format!("{id}.json"))
+}
+
+fn read_json(path: &Path) -> Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn job_file(id: &str) -> Value {
+    read_json(&reference("job-result-store", id))
+}
+
+fn application_file() -> Value {
+    read_json(&reference("application-result-store", APPLICATION_ID))
+}
+
+fn write(path: &Path, content: &[u8]) {
+    std::fs::write(path, content).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// The flat import folder of the tests: the five job files (one `_DIRTY`), the
+/// application file, a file that is not JSON, one whose name has another id, and a README.
+fn flat_import_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for id in JOB_IDS {
+        let name = if id == DIRTY_JOB {
+            format!("{id}_DIRTY.json")
+        } else {
+            format!("{id}.json")
+        };
+        std::fs::copy(reference("job-result-store", id), dir.path().join(name)).unwrap();
+    }
+    // The job and its application share the id: the job file is dirty, the application
+    // file clean, so both names fit in one folder, and the content says which is which.
+    std::fs::copy(
+        reference("application-result-store", APPLICATION_ID),
+        dir.path().join(format!("{APPLICATION_ID}.json")),
+    )
+    .unwrap();
+    write(&dir.path().join(CORRUPT_FILE), b"this is { not JSON");
+    std::fs::copy(
+        reference("job-result-store", JOB_IDS[1]),
+        dir.path().join(WRONG_ID_FILE),
+    )
+    .unwrap();
+    write(&dir.path().join("README.txt"), b"not a result file");
+    dir
+}
+
+/// The names in a folder.
+fn file_names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("list {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn state_of(entries: &BTreeMap<String, ResultEntry>, id: &str) -> ResultState {
+    entries
+        .get(id)
+        .unwrap_or_else(|| panic!("no entry {id} in {:?}", entries.keys()))
+        .state
+}
+
+/// What the tests compare before and after an idempotent run: everything but the pools.
+fn snapshot(entries: &BTreeMap<String, ResultEntry>) -> Vec<(String, ResultState, Value, String)> {
+    entries
+        .values()
+        .map(|e| {
+            (
+                e.id.clone(),
+                e.state,
+                e.result.clone(),
+                format!("{:?} {:?}", e.created_at, e.cleaned_at),
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Import, idempotence, state changes, export, re-import
+
+async fn import_and_export(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let input = flat_import_dir();
+    let dir = path_str(input.path()).to_owned();
+
+    // First import: the two bad files are named and skipped, the rest load.
+    let run = jobstore(&db, &["import", "--cluster", "c1", &dir]);
+    assert_eq!(
+        run.code,
+        Some(1),
+        "failed files make the exit status 1\n{}",
+        run.all()
+    );
+    run.assert_counts([
+        ("imported dirty", 1),
+        ("imported clean", 5),
+        ("marked clean", 0),
+        ("already present", 0),
+        ("failed", 2),
+    ]);
+    for bad in [CORRUPT_FILE, WRONG_ID_FILE] {
+        assert!(
+            run.stderr
+                .lines()
+                .any(|l| l.starts_with("failed: ") && l.contains(bad)),
+            "{bad} is reported by name\n{}",
+            run.all()
+        );
+        assert!(
+            run.stdout.contains(bad),
+            "the summary names {bad}\n{}",
+            run.all()
+        );
+    }
+    assert!(run.stdout.contains("FAILED"), "{}", run.all());
+    assert!(
+        run.stderr.contains("not valid JSON") && run.stderr.contains(JOB_IDS[1]),
+        "the reasons are given\n{}",
+        run.all()
+    );
+
+    let jobs = db.entries(ResultKind::Job, "c1").await;
+    let apps = db.entries(ResultKind::Application, "c1").await;
+    assert_eq!(
+        jobs.keys().map(String::as_str).collect::<Vec<_>>(),
+        JOB_IDS.to_vec(),
+        "exactly the five job results (not the corrupt or wrong-id file)"
+    );
+    for id in JOB_IDS {
+        let expected = if id == DIRTY_JOB {
+            ResultState::Dirty
+        } else {
+            ResultState::Clean
+        };
+        assert_eq!(state_of(&jobs, id), expected, "{id}");
+        assert_eq!(
+            jobs[id].result,
+            job_file(id)["result"],
+            "{id}: result as in the file"
+        );
+    }
+    assert_eq!(apps.keys().collect::<Vec<_>>(), vec![APPLICATION_ID]);
+    assert_eq!(state_of(&apps, APPLICATION_ID), ResultState::Clean);
+    assert_eq!(apps[APPLICATION_ID].result, application_file()["result"]);
+    assert!(
+        db.entries(ResultKind::Job, "default").await.is_empty(),
+        "nothing lands in another cluster"
+    );
+
+    // Second import: nothing changes, everything is already present.
+    let before = (snapshot(&jobs), snapshot(&apps));
+    let run = jobstore(&db, &["import", "--cluster", "c1", &dir]);
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    run.assert_counts([
+        ("imported dirty", 0),
+        ("imported clean", 0),
+        ("marked clean", 0),
+        ("already present", 6),
+        ("failed", 2),
+    ]);
+    let after = (
+        snapshot(&db.entries(ResultKind::Job, "c1").await),
+        snapshot(&db.entries(ResultKind::Application, "c1").await),
+    );
+    assert_eq!(before, after, "a second import changes nothing");
+
+    // Without the bad files: exit status 0, no failure in the summary.
+    std::fs::remove_file(input.path().join(CORRUPT_FILE)).unwrap();
+    std::fs::remove_file(input.path().join(WRONG_ID_FILE)).unwrap();
+    let run = jobstore(&db, &["import", "--cluster", "c1", &dir]);
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    assert_eq!(run.count("failed"), 0);
+    assert!(!run.stdout.contains("FAILED"), "{}", run.all());
+
+    // Export: Flink's file names and content, equal to the files Flink wrote.
+    let out = tempfile::tempdir().unwrap();
+    let out_dir = path_str(out.path()).to_owned();
+    let run = jobstore(&db, &["export", "--cluster", "c1", &out_dir]);
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    assert!(
+        run.stdout.contains("job results: 5 (1 dirty, 4 clean)")
+            && run
+                .stdout
+                .contains("application results: 1 (0 dirty, 1 clean)"),
+        "{}",
+        run.all()
+    );
+    let job_dir = out.path().join("job-result-store");
+    let app_dir = out.path().join("application-result-store");
+    let expected: BTreeSet<String> = JOB_IDS
+        .iter()
+        .map(|id| {
+            if *id == DIRTY_JOB {
+                format!("{id}_DIRTY.json")
+            } else {
+                format!("{id}.json")
+            }
+        })
+        .collect();
+    assert_eq!(file_names(&job_dir), expected, "no other (temporary) files");
+    assert_eq!(
+        file_names(&app_dir),
+        BTreeSet::from([format!("{APPLICATION_ID}.json")])
+    );
+    for id in JOB_IDS {
+        let name = if id == DIRTY_JOB {
+            format!("{id}_DIRTY.json")
+        } else {
+            format!("{id}.json")
+        };
+        let exported = read_json(&job_dir.join(&name));
+        assert_eq!(exported, job_file(id), "{name}: the file Flink wrote");
+        let keys: Vec<&String> = exported.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["result", "version"], "{name}: Flink's envelope");
+    }
+    assert_eq!(
+        read_json(&app_dir.join(format!("{APPLICATION_ID}.json"))),
+        application_file()
+    );
+
+    // The files change state: a dirty entry whose file is now clean is marked clean; a
+    // clean entry whose file is now dirty stays clean and is reported. (The application
+    // file moves to the application-result-store/ subfolder first, to make room.)
+    let app_sub = input.path().join("application-result-store");
+    std::fs::create_dir(&app_sub).unwrap();
+    std::fs::rename(
+        input.path().join(format!("{APPLICATION_ID}.json")),
+        app_sub.join(format!("{APPLICATION_ID}.json")),
+    )
+    .unwrap();
+    std::fs::rename(
+        input.path().join(format!("{DIRTY_JOB}_DIRTY.json")),
+        input.path().join(format!("{DIRTY_JOB}.json")),
+    )
+    .unwrap();
+    let reverted = JOB_IDS[2];
+    std::fs::rename(
+        input.path().join(format!("{reverted}.json")),
+        input.path().join(format!("{reverted}_DIRTY.json")),
+    )
+    .unwrap();
+    // And a file whose content differs from the stored result: the stored one is kept.
+    let changed = JOB_IDS[3];
+    let mut edited = job_file(changed);
+    edited["result"]["name"] = json!("renamed in the file");
+    write(
+        &input.path().join(format!("{changed}.json")),
+        &serde_json::to_vec(&edited).unwrap(),
+    );
+    let cleaned_before = db.entries(ResultKind::Job, "c1").await[reverted].cleaned_at;
+    let run = jobstore(&db, &["import", "--cluster", "c1", &dir]);
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    run.assert_counts([
+        ("imported dirty", 0),
+        ("imported clean", 0),
+        ("marked clean", 1),
+        ("already present", 5),
+        ("failed", 0),
+    ]);
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.contains(&format!("{reverted}_DIRTY.json")) && l.contains("left clean")),
+        "the dirty file of a clean entry is reported\n{}",
+        run.all()
+    );
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.contains(&format!("{changed}.json")) && l.contains("differs")),
+        "a file that differs from the stored result is reported\n{}",
+        run.all()
+    );
+    let jobs = db.entries(ResultKind::Job, "c1").await;
+    assert_eq!(
+        jobs[changed].result,
+        job_file(changed)["result"],
+        "the stored one is kept"
+    );
+    assert_eq!(state_of(&jobs, DIRTY_JOB), ResultState::Clean);
+    assert_eq!(state_of(&jobs, reverted), ResultState::Clean);
+    assert_eq!(jobs[reverted].cleaned_at, cleaned_before, "left as it was");
+
+    // Exporting again over the first export: the stale dirty file goes.
+    let run = jobstore(&db, &["export", "--cluster", "c1", &out_dir]);
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    assert!(
+        run.stdout.contains("job results: 5 (0 dirty, 5 clean)"),
+        "{}",
+        run.all()
+    );
+    assert_eq!(
+        file_names(&job_dir),
+        JOB_IDS.iter().map(|id| format!("{id}.json")).collect(),
+        "{DIRTY_JOB}_DIRTY.json is replaced by {DIRTY_JOB}.json\n{}",
+        run.all()
+    );
+
+    // The export imports back as it is (into another cluster).
+    let run = jobstore(&db, &["import", "--cluster", "c2", &out_dir]);
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    run.assert_counts([
+        ("imported dirty", 0),
+        ("imported clean", 6),
+        ("marked clean", 0),
+        ("already present", 0),
+        ("failed", 0),
+    ]);
+    for kind in [ResultKind::Job, ResultKind::Application] {
+        let c1 = db.entries(kind, "c1").await;
+        let c2 = db.entries(kind, "c2").await;
+        let strip = |m: &BTreeMap<String, ResultEntry>| {
+            m.values()
+                .map(|e| (e.id.clone(), e.state, e.result.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(strip(&c1), strip(&c2), "{kind:?}");
+    }
+}
+
+#[tokio::test]
+async fn import_and_export_sqlite() {
+    import_and_export(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn import_and_export_postgres() {
+    import_and_export(Backend::Postgres).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Flags and bad input
+
+#[tokio::test]
+async fn kind_flags_and_bad_arguments() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let input = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        reference("job-result-store", JOB_IDS[0]),
+        input.path().join(format!("{}_DIRTY.json", JOB_IDS[0])),
+    )
+    .unwrap();
+    let apps = input.path().join("application-result-store");
+    std::fs::create_dir(&apps).unwrap();
+    std::fs::copy(
+        reference("application-result-store", APPLICATION_ID),
+        apps.join(format!("{APPLICATION_ID}_DIRTY.json")),
+    )
+    .unwrap();
+    std::fs::create_dir(input.path().join("some-other-folder")).unwrap();
+    let dir = path_str(input.path()).to_owned();
+
+    // Forced to job: the application file is not a job result.
+    let run = jobstore(&db, &["import", "--cluster", "k", "--kind", "job", &dir]);
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    run.assert_counts([
+        ("imported dirty", 1),
+        ("imported clean", 0),
+        ("marked clean", 0),
+        ("already present", 0),
+        ("failed", 1),
+    ]);
+    assert!(
+        run.stderr.contains(&format!(
+            "application-result-store/{APPLICATION_ID}_DIRTY.json"
+        )) && run.stderr.contains("result.id"),
+        "{}",
+        run.all()
+    );
+    assert_eq!(run.count("ignored"), 1, "the other folder\n{}", run.all());
+
+    // Automatic: the subfolder's application file loads as an application result.
+    let run = jobstore(&db, &["import", "--cluster", "k", &dir]);
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    assert_eq!(run.count("imported dirty"), 1, "{}", run.all());
+    assert_eq!(run.count("already present"), 1, "{}", run.all());
+    let apps_stored = db.entries(ResultKind::Application, "k").await;
+    assert_eq!(state_of(&apps_stored, APPLICATION_ID), ResultState::Dirty);
+
+    // Export of one store only.
+    let out = tempfile::tempdir().unwrap();
+    let run = jobstore(
+        &db,
+        &[
+            "export",
+            "--cluster",
+            "k",
+            "--kind",
+            "application",
+            path_str(out.path()),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    assert_eq!(
+        file_names(out.path()),
+        BTreeSet::from(["application-result-store".to_owned()])
+    );
+    assert_eq!(
+        file_names(&out.path().join("application-result-store")),
+        BTreeSet::from([format!("{APPLICATION_ID}_DIRTY.json")])
+    );
+
+    // A foreign file in the export folder is left and reported.
+    write(
+        &out.path()
+            .join("application-result-store/ffffffffffffffffffffffffffffffff.json"),
+        b"{}",
+    );
+    let run = jobstore(
+        &db,
+        &[
+            "export",
+            "--cluster",
+            "k",
+            "--kind",
+            "application",
+            path_str(out.path()),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    assert!(
+        run.stdout.contains("left in place: 1")
+            && run.stdout.contains("ffffffffffffffffffffffffffffffff.json"),
+        "{}",
+        run.all()
+    );
+
+    // Bad arguments: a clear error, exit status 1, nothing written.
+    let run = jobstore(&db, &["import", "--cluster", "bad cluster!", &dir]);
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    assert!(run.stderr.contains("--cluster"), "{}", run.all());
+    let missing = input.path().join("missing");
+    let run = jobstore(&db, &["import", "--cluster", "k", path_str(&missing)]);
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    assert!(run.stderr.contains("not a directory"), "{}", run.all());
+}
+
+// ---------------------------------------------------------------------------------------
+// The progress bar
+
+/// On a terminal (a pseudo-terminal from util-linux `script`), import draws a progress bar
+/// on stderr; through a pipe it draws nothing.
+#[tokio::test]
+async fn progress_bar_on_a_terminal_only() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let input = tempfile::tempdir().unwrap();
+    let mut template = job_file(JOB_IDS[2]);
+    for _ in 0..200 {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        template["result"]["id"] = json!(id);
+        write(
+            &input.path().join(format!("{id}.json")),
+            &serde_json::to_vec(&template).unwrap(),
+        );
+    }
+    let dir = path_str(input.path()).to_owned();
+
+    let piped = jobstore(&db, &["import", "--cluster", "p", &dir]);
+    assert_eq!(piped.code, Some(0), "{}", piped.all());
+    assert!(
+        !piped.stderr.contains('\x1b') && !piped.stderr.contains("/200 files"),
+        "no progress bar without a terminal\n{}",
+        piped.all()
+    );
+
+    let command = format!(
+        "{} import --database-url {} --cluster q {dir}",
+        env!("CARGO_BIN_EXE_jobstore"),
+        db.url
+    );
+    let output = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .env("JOBSTORE_LOG", "warn")
+        .env("TERM", "xterm")
+        .output()
+        .expect("run util-linux `script` (package bsdutils) to give the import a terminal");
+    let screen = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{screen}");
+    assert!(
+        screen.contains("/200 files"),
+        "a progress bar on a terminal\n{screen}"
+    );
+    assert!(screen.contains("imported clean:  200"), "{screen}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Flink reads the export
+
+/// Runs `scripts/flink-check/run.sh` on an export and returns its JSON lines.
+fn flink_reads(export: &Path) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/flink-check/run.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .arg(export)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "Flink's own FileSystemJobResultStore could not read the export ({}).\n\
+         This test needs Java 17 (java and javac on PATH, e.g. apt-get install openjdk-17-jdk-headless) \
+         and Python 3 with pip: scripts/flink/install.sh installs Flink 2.3.0 from PyPI into .flink/ \
+         (or JOBSTORE_FLINK_CACHE) on first use.\n--- stdout\n{stdout}--- stderr\n{stderr}",
+        output.status
+    );
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{stderr}"))
+        })
+        .collect()
+}
+
+/// Flink's JobStatus for a JobResult's application-status.
+fn job_status(application_status: &str) -> &'static str {
+    match application_status {
+        "SUCCEEDED" => "FINISHED",
+        "FAILED" => "FAILED",
+        "CANCELED" => "CANCELED",
+        other => panic!("no job status for {other}"),
+    }
+}
+
+async fn flink_reads_the_export(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    // Import: two dirty jobs (one FAILED with its 36 KB failure-cause), three clean; the
+    // real application result dirty and a second one (the same shape, another id) clean.
+    let input = tempfile::tempdir().unwrap();
+    let (jobs_in, apps_in) = (
+        input.path().join("job-result-store"),
+        input.path().join("application-result-store"),
+    );
+    std::fs::create_dir(&jobs_in).unwrap();
+    std::fs::create_dir(&apps_in).unwrap();
+    let dirty_jobs = [DIRTY_JOB, JOB_IDS[4]];
+    for id in JOB_IDS {
+        let suffix = if dirty_jobs.contains(&id) {
+            "_DIRTY"
+        } else {
+            ""
+        };
+        std::fs::copy(
+            reference("job-result-store", id),
+            jobs_in.join(format!("{id}{suffix}.json")),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        reference("application-result-store", APPLICATION_ID),
+        apps_in.join(format!("{APPLICATION_ID}_DIRTY.json")),
+    )
+    .unwrap();
+    let other_app = JOB_IDS[3];
+    let mut second = application_file();
+    second["result"]["application-id"] = json!(other_app);
+    second["result"]["application-state"] = json!("CANCELED");
+    second["result"]["application-name"] = json!("SingleJobApplication(probe-restored)");
+    write(
+        &apps_in.join(format!("{other_app}.json")),
+        &serde_json::to_vec(&second).unwrap(),
+    );
+    let run = jobstore(
+        &db,
+        &["import", "--cluster", "flink", path_str(input.path())],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.all());
+    run.assert_counts([
+        ("imported dirty", 3),
+        ("imported clean", 4),
+        ("marked clean", 0),
+        ("already present", 0),
+        ("failed", 0),
+    ]);
+
+    let out = tempfile::tempdir().unwrap();
+    let run = jobstore(&db, &["export", "--cluster", "flink", path_str(out.path())]);
+    assert_eq!(run.code, Some(0), "{}", run.all());
+
+    let lines = flink_reads(out.path());
+    let stored_jobs = db.entries(ResultKind::Job, "flink").await;
+    let stored_apps = db.entries(ResultKind::Application, "flink").await;
+
+    let read_jobs: BTreeMap<String, &Value> = lines
+        .iter()
+        .filter(|l| l["store"] == "job")
+        .map(|l| (l["job-id"].as_str().unwrap().to_owned(), l))
+        .collect();
+    assert_eq!(
+        read_jobs.keys().collect::<Vec<_>>(),
+        stored_jobs.keys().collect::<Vec<_>>(),
+        "Flink sees exactly the stored job results\n{lines:#?}"
+    );
+    for (id, entry) in &stored_jobs {
+        let line = read_jobs[id];
+        let r = &entry.result;
+        let dirty = entry.state == ResultState::Dirty;
+        assert_eq!(line["has-dirty"], json!(dirty), "{id}: {line}");
+        assert_eq!(line["has-clean"], json!(!dirty), "{id}: {line}");
+        assert_eq!(line["has-entry"], json!(true), "{id}: {line}");
+        assert_eq!(
+            line["in-dirty-results"],
+            json!(dirty),
+            "{id}: getDirtyResults() returns the dirty ones only: {line}"
+        );
+        assert_eq!(
+            line["job-status"],
+            json!(job_status(r["application-status"].as_str().unwrap())),
+            "{id}: {line}"
+        );
+        for field in [
+            "net-runtime",
+            "name",
+            "application-id",
+            "start-time",
+            "end-time",
+        ] {
+            assert_eq!(line[field], r[field], "{id}: {field}: {line}");
+        }
+        assert_eq!(
+            line["failure-class"],
+            r.get("failure-cause")
+                .map(|c| c["class"].clone())
+                .unwrap_or(Value::Null),
+            "{id}: {line}"
+        );
+    }
+    let flink_dirty: BTreeSet<&str> = read_jobs
+        .iter()
+        .filter(|(_, l)| l["in-dirty-results"] == json!(true))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    assert_eq!(flink_dirty, BTreeSet::from(dirty_jobs));
+
+    let read_apps: BTreeMap<String, &Value> = lines
+        .iter()
+        .filter(|l| l["store"] == "application")
+        .map(|l| (l["application-id"].as_str().unwrap().to_owned(), l))
+        .collect();
+    assert_eq!(
+        read_apps.keys().collect::<Vec<_>>(),
+        stored_apps.keys().collect::<Vec<_>>(),
+        "Flink sees exactly the stored application results\n{lines:#?}"
+    );
+    for (id, entry) in &stored_apps {
+        let line = read_apps[id];
+        let dirty = entry.state == ResultState::Dirty;
+        assert_eq!(line["has-dirty"], json!(dirty), "{id}: {line}");
+        assert_eq!(line["has-clean"], json!(!dirty), "{id}: {line}");
+        assert_eq!(line["in-dirty-results"], json!(dirty), "{id}: {line}");
+        for field in [
+            "application-state",
+            "application-name",
+            "start-time",
+            "end-time",
+        ] {
+            assert_eq!(line[field], entry.result[field], "{id}: {field}: {line}");
+        }
+    }
+    assert_eq!(state_of(&stored_apps, APPLICATION_ID), ResultState::Dirty);
+    assert_eq!(state_of(&stored_apps, other_app), ResultState::Clean);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.get("unlisted-dirty-result").is_none()),
+        "{lines:#?}"
+    );
+}
+
+#[tokio::test]
+async fn flink_reads_the_export_sqlite() {
+    flink_reads_the_export(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn flink_reads_the_export_postgres() {
+    flink_reads_the_export(Backend::Postgres).await;
+}
