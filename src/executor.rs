@@ -333,6 +333,7 @@ async fn finish(
     fence: i32,
     outcome: Outcome,
 ) {
+    let outcome = without_nul(outcome);
     match store.complete_operation(key, &outcome, Some(fence)).await {
         Ok(_) => {
             let how = match &outcome {
@@ -346,5 +347,27 @@ async fn finish(
             tracing::warn!("lost the lease before completing; another holder completes it")
         }
         Err(e) => log_store_error("completing a savepoint operation", &e),
+    }
+}
+
+/// Flink's answer with any NUL character replaced by U+FFFD: the database cannot store
+/// NUL, and an operation must complete whatever Flink wrote into its stack trace.
+fn without_nul(outcome: Outcome) -> Outcome {
+    fn clean(v: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => Value::String(s.replace('\0', "\u{FFFD}")),
+            Value::Array(a) => Value::Array(a.into_iter().map(clean).collect()),
+            Value::Object(m) => Value::Object(
+                m.into_iter()
+                    .map(|(k, v)| (k.replace('\0', "\u{FFFD}"), clean(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+    match outcome {
+        Outcome::Location(l) => Outcome::Location(l.replace('\0', "\u{FFFD}")),
+        Outcome::FailureCause(c) => Outcome::FailureCause(clean(c)),
     }
 }

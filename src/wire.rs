@@ -108,7 +108,35 @@ pub fn parse_envelope(kind: ResultKind, body: Value) -> Result<(HexId, Value), S
         ResultKind::Job => validate_job_result(&result)?,
         ResultKind::Application => validate_application_result(&result)?,
     };
-    Ok((id, Value::Object(result)))
+    let result = Value::Object(result);
+    reject_nul(&result, "result")?;
+    Ok((id, result))
+}
+
+/// Refuses a NUL character (`\u0000`) anywhere in a JSON value, keys included, naming
+/// where it is: PostgreSQL can store it neither in `text` nor in `jsonb`, and both backends
+/// must accept exactly the same input.
+pub fn reject_nul(value: &Value, path: &str) -> Result<(), String> {
+    let found = |at: &str| {
+        Err(format!(
+            "field `{at}` contains the NUL character \\u0000, which cannot be stored"
+        ))
+    };
+    match value {
+        Value::String(s) if s.contains('\0') => found(path),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| reject_nul(v, &format!("{path}[{i}]"))),
+        Value::Object(m) => m.iter().try_for_each(|(k, v)| {
+            let at = format!("{path}.{k}");
+            if k.contains('\0') {
+                return found(&at);
+            }
+            reject_nul(v, &at)
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn field_path(field: &str) -> String {

@@ -20,6 +20,7 @@ use crate::store::{
     ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
     OperationKind, OperationStatus, Outcome, StoreError,
 };
+use crate::wire::reject_nul;
 
 pub fn router() -> Router<AppState> {
     let mut r = Router::new();
@@ -102,7 +103,8 @@ fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
     let opt_str = |name: &str| -> ApiResult<Option<String>> {
         match fields.get(name) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
+            // PostgreSQL cannot store a NUL character.
+            Some(Value::String(s)) if !s.contains('\0') => Ok(Some(s.clone())),
             Some(_) => Err(malformed()),
         }
     };
@@ -279,6 +281,9 @@ async fn complete(
             "the body must be {\"location\": \"...\"} or {\"failure-cause\": {...}}",
         ));
     };
+    for (field, value) in &body {
+        reject_nul(value, field).map_err(ApiError::bad_request)?;
+    }
     let outcome = match (body.remove("location"), body.remove("failure-cause")) {
         (Some(Value::String(l)), None) if !l.is_empty() => Outcome::Location(l),
         (None, Some(c @ Value::Object(_))) => Outcome::FailureCause(c),
@@ -430,6 +435,7 @@ async fn put_cluster(
     };
     let mut config = empty_cluster(&cluster);
     for (field, value) in body {
+        reject_nul(&value, &field).map_err(ApiError::bad_request)?;
         let value = match value {
             Value::Null => None,
             Value::String(s) if !s.is_empty() => Some(s),
