@@ -70,7 +70,9 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let config = Arc::new(config);
-    let client = FlinkClient::new(config.flink_timeout);
+    // A holder renews its lease between requests to Flink: a request that takes longer than
+    // a third of the lease would let the lease lapse under a live holder.
+    let client = FlinkClient::new(config.flink_timeout.min(config.lease / 3));
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let mut last_housekeeping: Option<tokio::time::Instant> = None;
     tracing::info!(owner = %config.owner, "savepoint executor started");
@@ -322,6 +324,8 @@ async fn drive_held(
                 .saturating_mul(factor)
                 .min(config.max_backoff)
         };
+        // Renewed at least three times per lease, however long the pause would be.
+        let pause = pause.min(config.lease / 3);
         tokio::time::sleep(pause).await;
     }
 }

@@ -1,0 +1,976 @@
+//! The savepoint executor against a fake Flink (tests/support/fake_flink.rs), driven through
+//! the HTTP API with `executor::run` in-process (and once through the `jobstore serve`
+//! binary), on both backends: completion with a location, a failure-cause kept verbatim,
+//! Flink losing the operation, Flink unreachable and back, Flink unreachable past the
+//! operation timeout, a lease taken over from a stopped executor with one trigger id
+//! throughout, and fencing of a stale holder.
+
+mod common;
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use jobstore::executor::{self, ExecutorConfig};
+use jobstore::flink::FlinkClient;
+use jobstore::http::HttpConfig;
+use jobstore::store::{
+    Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationKey, OperationKind,
+    OperationStatus, Outcome, Progress, StoreError,
+};
+use serde_json::{Value, json};
+
+use common::{Kind, TestStore, flink_files, random_hex};
+use support::fake_flink::FakeFlink;
+use support::{
+    Client, ServeProcess, Service, cause_text, eventually, fast_executor, listed, prefix,
+    put_cluster, status, stop, trigger, wait_completed,
+};
+
+const CLUSTER: &str = "flink-a";
+const DIR: &str = "file:///var/flink/sp";
+const WITHIN: Duration = Duration::from_secs(15);
+
+fn pre() -> String {
+    prefix(Some(CLUSTER))
+}
+
+fn key(cluster: &str, job: &str, request: &str) -> OperationKey {
+    OperationKey {
+        cluster: cluster.parse().unwrap(),
+        job: job.parse().unwrap(),
+        request: request.parse().unwrap(),
+    }
+}
+
+async fn stored(ts: &TestStore, cluster: &str, job: &str, request: &str) -> Operation {
+    ts.store
+        .get_operation(&key(cluster, job, request))
+        .await
+        .expect("reading the operation")
+        .unwrap_or_else(|| panic!("operation {request} of job {job} is not stored"))
+}
+
+/// A fake Flink and the service, with `CLUSTER` pointing at the fake.
+async fn setup(ts: &TestStore) -> (FakeFlink, Service) {
+    let fake = FakeFlink::start().await;
+    let service = Service::start(ts.store.clone(), HttpConfig::default()).await;
+    put_cluster(&service.http, CLUSTER, Some(&fake.url()), None).await;
+    (fake, service)
+}
+
+/// Every trigger Flink saw names `request` as its triggerId.
+#[track_caller]
+fn all_triggers_carry(fake: &FakeFlink, request: &str) {
+    let triggers = fake.triggers();
+    assert!(!triggers.is_empty(), "Flink saw no trigger");
+    for t in &triggers {
+        assert_eq!(
+            t.body["triggerId"], request,
+            "a trigger with another id: {t:?}"
+        );
+    }
+}
+
+/// Flink's exact status body for a location.
+fn completed_body(location: &str) -> String {
+    format!(r#"{{"status":{{"id":"COMPLETED"}},"operation":{{"location":"{location}"}}}}"#)
+}
+
+backend_tests!(in_progress_then_completed_with_location, |ts| async move {
+    let (fake, service) = setup(&ts).await;
+    fake.set_in_progress_polls(5);
+    let _executor = service.executor(fast_executor("executor-a"));
+    let job = random_hex();
+    let id = trigger(
+        &service.http,
+        &pre(),
+        &job,
+        &json!({"target-directory": DIR}),
+    )
+    .await;
+
+    // Flink needs six polls 50 ms apart: the first answer is IN_PROGRESS, Flink's shape.
+    let r = service
+        .http
+        .get(&format!("{}/jobs/{job}/savepoints/{id}", pre()))
+        .await;
+    r.expect(StatusCode::OK);
+    assert_eq!(
+        r.text(),
+        r#"{"status":{"id":"IN_PROGRESS"},"operation":null}"#
+    );
+
+    let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+    let flink_result = fake.result_of(&job, &id).expect("Flink completed it");
+    assert_eq!(op, flink_result);
+    let location = op["location"].as_str().expect("a location").to_owned();
+    assert!(
+        location.starts_with("file:/var/flink/sp/savepoint-"),
+        "{location}"
+    );
+    let r = service
+        .http
+        .get(&format!("{}/jobs/{job}/savepoints/{id}", pre()))
+        .await;
+    assert_eq!(r.text(), completed_body(&location));
+
+    // Flink saw one trigger, with the operation's own id as triggerId, then the polls.
+    let triggers = fake.triggers();
+    assert_eq!(triggers.len(), 1, "{triggers:#?}");
+    assert_eq!(triggers[0].path, format!("/jobs/{job}/savepoints"));
+    assert_eq!(
+        triggers[0].body,
+        json!({"target-directory": DIR, "cancel-job": false, "triggerId": id, "formatType": "CANONICAL"})
+    );
+    assert_eq!(fake.savepoints_started(), 1);
+    assert!(fake.status_polls(&id) >= 6, "{:#?}", fake.seen());
+    for seen in fake.seen().iter().filter(|s| s.method == "GET") {
+        assert_eq!(seen.path, format!("/jobs/{job}/savepoints/{id}"));
+    }
+
+    // Stored: completed, the lease released, triggered once, on the first attempt.
+    let op = stored(&ts, CLUSTER, &job, &id).await;
+    assert_eq!(op.status, OperationStatus::Completed);
+    assert_eq!(op.location.as_deref(), Some(location.as_str()));
+    assert_eq!(op.attempt, 1);
+    assert_eq!(op.lease_owner, None);
+    assert!(op.triggered_at.is_some());
+    let listed = listed(&service.http, CLUSTER, &job, &id).await.unwrap();
+    assert_eq!(listed["status"], "COMPLETED");
+    assert_eq!(listed["location"], location.as_str());
+    assert!(listed["completed-at"].is_string(), "{listed}");
+
+    // Once completed, nobody asks Flink about it any more.
+    let polls = fake.status_polls(&id);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fake.status_polls(&id), polls);
+});
+
+backend_tests!(
+    each_kind_reaches_flink_as_flink_expects_it,
+    |ts| async move {
+        let (fake, service) = setup(&ts).await;
+        // The cluster's own default directory stands in for Flink's (not configured on it).
+        put_cluster(
+            &service.http,
+            CLUSTER,
+            Some(&fake.url()),
+            Some("file:///var/flink/savepoints"),
+        )
+        .await;
+        let _executor = service.executor(fast_executor("executor-a"));
+        let jobs: Vec<String> = (0..5).map(|_| random_hex()).collect();
+        let http = &service.http;
+        let given = random_hex();
+        let ids = [
+            trigger(
+                http,
+                &pre(),
+                &jobs[0],
+                &json!({"target-directory": DIR, "formatType": "NATIVE", "triggerId": given}),
+            )
+            .await,
+            trigger(
+                http,
+                &pre(),
+                &jobs[1],
+                &json!({"target-directory": DIR, "cancel-job": true}),
+            )
+            .await,
+            stop(
+                http,
+                &pre(),
+                &jobs[2],
+                &json!({"targetDirectory": DIR, "drain": false}),
+            )
+            .await,
+            stop(
+                http,
+                &pre(),
+                &jobs[3],
+                &json!({"targetDirectory": DIR, "drain": true}),
+            )
+            .await,
+            support::accepted(
+                &http
+                    .post_empty(&format!("{}/jobs/{}/savepoints", pre(), jobs[4]))
+                    .await,
+            ),
+        ];
+        assert_eq!(ids[0], given);
+        for (job, id) in jobs.iter().zip(&ids) {
+            let op = wait_completed(http, &pre(), job, id, WITHIN).await;
+            assert_eq!(Some(op), fake.result_of(job, id));
+        }
+        let expected: BTreeMap<String, (String, Value)> = [
+        (
+            format!("/jobs/{}/savepoints", jobs[0]),
+            json!({"target-directory": DIR, "cancel-job": false, "triggerId": ids[0], "formatType": "NATIVE"}),
+        ),
+        (
+            format!("/jobs/{}/savepoints", jobs[1]),
+            json!({"target-directory": DIR, "cancel-job": true, "triggerId": ids[1], "formatType": "CANONICAL"}),
+        ),
+        (
+            format!("/jobs/{}/stop", jobs[2]),
+            json!({"targetDirectory": DIR, "drain": false, "triggerId": ids[2], "formatType": "CANONICAL"}),
+        ),
+        (
+            format!("/jobs/{}/stop", jobs[3]),
+            json!({"targetDirectory": DIR, "drain": true, "triggerId": ids[3], "formatType": "CANONICAL"}),
+        ),
+        (
+            format!("/jobs/{}/savepoints", jobs[4]),
+            json!({"target-directory": "file:///var/flink/savepoints", "cancel-job": false, "triggerId": ids[4], "formatType": "CANONICAL"}),
+        ),
+    ]
+    .into_iter()
+    .map(|(path, body)| (body["triggerId"].as_str().unwrap().to_owned(), (path, body)))
+    .collect();
+        let seen: BTreeMap<String, (String, Value)> = fake
+            .triggers()
+            .into_iter()
+            .map(|t| {
+                (
+                    t.body["triggerId"].as_str().unwrap().to_owned(),
+                    (t.path, t.body),
+                )
+            })
+            .collect();
+        assert_eq!(seen, expected);
+        assert_eq!(fake.triggers().len(), 5);
+        // Stop operations are polled where Flink serves them: .../savepoints/<id>.
+        for (job, id) in jobs.iter().zip(&ids) {
+            assert!(fake.status_polls(id) >= 1, "{job}/{id} never polled");
+        }
+        let kinds: Vec<OperationKind> = {
+            let mut kinds = Vec::new();
+            for (job, id) in jobs.iter().zip(&ids) {
+                kinds.push(stored(&ts, CLUSTER, job, id).await.kind);
+            }
+            kinds
+        };
+        assert_eq!(
+            kinds,
+            [
+                OperationKind::Savepoint,
+                OperationKind::CancelWithSavepoint,
+                OperationKind::StopWithSavepoint,
+                OperationKind::TerminateWithSavepoint,
+                OperationKind::Savepoint,
+            ]
+        );
+    }
+);
+
+backend_tests!(failure_cause_is_stored_verbatim, |ts| async move {
+    let (fake, service) = setup(&ts).await;
+    let _executor = service.executor(fast_executor("executor-a"));
+    // Flink 2.3.0's own 36 KB failure-cause, and one with every kind of JSON value.
+    let flink_cause = flink_files(Kind::Job)
+        .into_iter()
+        .find_map(|(_, f)| f["result"].get("failure-cause").cloned())
+        .expect("a FAILED job among Flink's files");
+    let odd_cause = json!({
+        "class": "java.util.concurrent.CompletionException",
+        "stack-trace": "java.util.concurrent.CompletionException: org.apache.flink.runtime.messages.FlinkJobNotFoundException: Could not find Flink job (0123456789abcdef0123456789abcdef)\n\tat \"quoted\" \\ back\\slash ünïcödé 🚀",
+        "serialized-throwable": "rO0ABXNyAC5qYXZhLnV0aWwuY29uY3VycmVudC5Db21wbGV0aW9uRXhjZXB0aW9u",
+        "extra": {"nested": [1, 2.5, true, null, {"deep": "x"}], "empty": {}, "list": []}
+    });
+    for cause in [flink_cause, odd_cause] {
+        fake.fail_with(cause.clone());
+        let job = random_hex();
+        let id = trigger(
+            &service.http,
+            &pre(),
+            &job,
+            &json!({"target-directory": DIR}),
+        )
+        .await;
+        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        assert_eq!(op, json!({"failure-cause": cause}));
+        let listed = listed(&service.http, CLUSTER, &job, &id).await.unwrap();
+        assert_eq!(listed["failure-cause"], cause);
+        assert_eq!(listed["location"], Value::Null);
+        assert_eq!(
+            stored(&ts, CLUSTER, &job, &id).await.failure_cause,
+            Some(cause)
+        );
+    }
+});
+
+backend_tests!(
+    flink_losing_the_operation_completes_it_with_a_failure_cause,
+    |ts| async move {
+        let (fake, service) = setup(&ts).await;
+        fake.hold();
+        let _executor = service.executor(fast_executor("executor-a"));
+        let job = random_hex();
+        let id = trigger(
+            &service.http,
+            &pre(),
+            &job,
+            &json!({"target-directory": DIR}),
+        )
+        .await;
+        eventually("Flink polled", WITHIN, || async {
+            (fake.status_polls(&id) >= 1).then_some(())
+        })
+        .await;
+        // A JobManager failover: Flink forgets the operation and answers 404.
+        fake.forget(&id);
+        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        let cause = op["failure-cause"].clone();
+        assert!(cause.is_object(), "{op}");
+        let text = cause_text(&cause);
+        assert!(
+            text.contains("lost"),
+            "the cause does not say Flink lost it: {cause}"
+        );
+        assert!(text.contains(&id), "{cause}");
+        assert!(text.contains("404"), "{cause}");
+        assert!(
+            cause["class"].is_string() && cause["stack-trace"].is_string(),
+            "{cause}"
+        );
+        // Not triggered again: whether the savepoint was written is unknown.
+        assert_eq!(fake.triggers().len(), 1);
+        assert_eq!(fake.savepoints_started(), 1);
+    }
+);
+
+backend_tests!(
+    flink_unreachable_before_the_trigger_then_back,
+    |ts| async move {
+        let (fake, service) = setup(&ts).await;
+        fake.go_down().await;
+        let _executor = service.executor(fast_executor("executor-a"));
+        let job = random_hex();
+        let id = trigger(
+            &service.http,
+            &pre(),
+            &job,
+            &json!({"target-directory": DIR}),
+        )
+        .await;
+        // The executor keeps trying and says why in the operation.
+        let op = eventually("the connection error recorded", WITHIN, || async {
+            let op = stored(&ts, CLUSTER, &job, &id).await;
+            op.last_error.is_some().then_some(op)
+        })
+        .await;
+        assert_eq!(op.status, OperationStatus::InProgress);
+        assert_eq!(op.triggered_at, None);
+        assert_eq!(
+            status(&service.http, &pre(), &job, &id).await,
+            json!({"status": {"id": "IN_PROGRESS"}, "operation": null})
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        fake.come_back().await;
+        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        assert_eq!(Some(op), fake.result_of(&job, &id));
+        all_triggers_carry(&fake, &id);
+        assert_eq!(fake.savepoints_started(), 1);
+        let op = stored(&ts, CLUSTER, &job, &id).await;
+        assert_eq!(op.status, OperationStatus::Completed);
+    }
+);
+
+backend_tests!(flink_unreachable_while_polling_then_back, |ts| async move {
+    let (fake, service) = setup(&ts).await;
+    fake.hold();
+    let _executor = service.executor(fast_executor("executor-a"));
+    let job = random_hex();
+    let id = trigger(
+        &service.http,
+        &pre(),
+        &job,
+        &json!({"target-directory": DIR}),
+    )
+    .await;
+    eventually("Flink polled", WITHIN, || async {
+        (fake.status_polls(&id) >= 2).then_some(())
+    })
+    .await;
+    fake.go_down().await;
+    eventually("the connection error recorded", WITHIN, || async {
+        stored(&ts, CLUSTER, &job, &id)
+            .await
+            .last_error
+            .is_some()
+            .then_some(())
+    })
+    .await;
+    fake.release();
+    fake.come_back().await;
+    let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+    assert_eq!(Some(op), fake.result_of(&job, &id));
+    // Flink kept the operation across the outage: one trigger, one savepoint.
+    assert_eq!(fake.triggers().len(), 1);
+    all_triggers_carry(&fake, &id);
+    assert_eq!(fake.savepoints_started(), 1);
+});
+
+backend_tests!(flink_answering_500_then_recovering, |ts| async move {
+    let (fake, service) = setup(&ts).await;
+    fake.set_http_500(true);
+    let _executor = service.executor(fast_executor("executor-a"));
+    let job = random_hex();
+    let id = trigger(
+        &service.http,
+        &pre(),
+        &job,
+        &json!({"target-directory": DIR}),
+    )
+    .await;
+    eventually("retries after 500", WITHIN, || async {
+        (fake.triggers().len() >= 3).then_some(())
+    })
+    .await;
+    let op = stored(&ts, CLUSTER, &job, &id).await;
+    assert_eq!(op.status, OperationStatus::InProgress);
+    assert!(
+        op.last_error.as_deref().unwrap_or("").contains("500"),
+        "{:?}",
+        op.last_error
+    );
+    fake.set_http_500(false);
+    let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+    assert_eq!(Some(op), fake.result_of(&job, &id));
+    all_triggers_carry(&fake, &id);
+    assert_eq!(fake.savepoints_started(), 1);
+});
+
+backend_tests!(
+    flink_unreachable_past_the_operation_timeout,
+    |ts| async move {
+        // One Flink that refuses connections, one that answers 500, for 2 s.
+        let (down, service) = setup(&ts).await;
+        down.go_down().await;
+        let failing = FakeFlink::start().await;
+        failing.set_http_500(true);
+        put_cluster(&service.http, "flink-b", Some(&failing.url()), None).await;
+        let _executor = service.executor(ExecutorConfig {
+            operation_timeout: Duration::from_secs(2),
+            ..fast_executor("executor-a")
+        });
+        let job = random_hex();
+        let body = json!({"target-directory": DIR});
+        let on_down = trigger(&service.http, &pre(), &job, &body).await;
+        let pre_b = prefix(Some("flink-b"));
+        let on_failing = trigger(&service.http, &pre_b, &job, &body).await;
+        for (pre, id) in [(pre(), &on_down), (pre_b, &on_failing)] {
+            let op = wait_completed(&service.http, &pre, &job, id, WITHIN).await;
+            let cause = op["failure-cause"].clone();
+            let text = cause_text(&cause);
+            assert!(
+                text.contains("timed out") || text.contains("timeout"),
+                "the cause does not say it timed out: {cause}"
+            );
+            assert!(
+                text.contains("unreachable"),
+                "the cause does not say Flink was unreachable: {cause}"
+            );
+        }
+        let cluster_b = "flink-b";
+        for (cluster, id) in [(CLUSTER, &on_down), (cluster_b, &on_failing)] {
+            let op = stored(&ts, cluster, &job, id).await;
+            let took = op.completed_at.unwrap() - op.created_at;
+            assert!(
+                took >= chrono::Duration::milliseconds(1900),
+                "timed out after {took}"
+            );
+        }
+        assert!(
+            cause_text(
+                &stored(&ts, cluster_b, &job, &on_failing)
+                    .await
+                    .failure_cause
+                    .unwrap()
+            )
+            .contains("500")
+        );
+        all_triggers_carry(&failing, &on_failing);
+        assert_eq!(failing.savepoints_started(), 0);
+    }
+);
+
+backend_tests!(
+    lease_of_a_stopped_executor_is_taken_over_by_another,
+    |ts| async move {
+        let (fake, service) = setup(&ts).await;
+        fake.hold();
+        let a = service.executor(fast_executor("executor-a"));
+        let job = random_hex();
+        let id = trigger(
+            &service.http,
+            &pre(),
+            &job,
+            &json!({"target-directory": DIR}),
+        )
+        .await;
+        eventually("executor-a triggered and polls", WITHIN, || async {
+            (fake.status_polls(&id) >= 2).then_some(())
+        })
+        .await;
+        let op = stored(&ts, CLUSTER, &job, &id).await;
+        assert_eq!(op.lease_owner.as_deref(), Some("executor-a"));
+        assert_eq!(op.attempt, 1);
+        assert!(op.triggered_at.is_some());
+
+        // executor-a stops mid-operation: its lease (1 s) is left to expire.
+        a.stop().await;
+        let polls_when_stopped = fake.status_polls(&id);
+        let b = service.executor(fast_executor("executor-b"));
+        let op = eventually("executor-b takes the operation over", WITHIN, || async {
+            let op = stored(&ts, CLUSTER, &job, &id).await;
+            (op.lease_owner.as_deref() == Some("executor-b")).then_some(op)
+        })
+        .await;
+        assert!(op.attempt > 1, "attempt {}", op.attempt);
+        assert_eq!(
+            status(&service.http, &pre(), &job, &id).await,
+            json!({"status": {"id": "IN_PROGRESS"}, "operation": null})
+        );
+        eventually("executor-b polls Flink", WITHIN, || async {
+            (fake.status_polls(&id) > polls_when_stopped).then_some(())
+        })
+        .await;
+        fake.release();
+        let result = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        assert_eq!(Some(result), fake.result_of(&job, &id));
+        let op = stored(&ts, CLUSTER, &job, &id).await;
+        assert_eq!(op.status, OperationStatus::Completed);
+        assert!(op.attempt > 1, "attempt {}", op.attempt);
+        // Flink was asked to start it once, with the operation's id; the new holder
+        // knew it was triggered and only polled.
+        assert_eq!(fake.triggers().len(), 1);
+        all_triggers_carry(&fake, &id);
+        assert_eq!(fake.savepoints_started(), 1);
+        drop(b);
+    }
+);
+
+backend_tests!(
+    take_over_after_an_unanswered_trigger_reuses_the_trigger_id,
+    |ts| async move {
+        let (fake, service) = setup(&ts).await;
+        // Flink registers the savepoint but answers late: executor-a stops before it
+        // learns that its trigger went through.
+        fake.set_trigger_delay(Duration::from_secs(3));
+        let a = service.executor(ExecutorConfig {
+            flink_timeout: Duration::from_secs(10),
+            ..fast_executor("executor-a")
+        });
+        let job = random_hex();
+        let id = trigger(
+            &service.http,
+            &pre(),
+            &job,
+            &json!({"target-directory": DIR}),
+        )
+        .await;
+        fake.wait_for_trigger(&job, WITHIN).await;
+        a.stop().await;
+        let op = stored(&ts, CLUSTER, &job, &id).await;
+        assert_eq!(op.triggered_at, None, "executor-a never heard back");
+        assert_eq!(op.attempt, 1);
+
+        fake.set_trigger_delay(Duration::ZERO);
+        let _b = service.executor(fast_executor("executor-b"));
+        let result = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        assert_eq!(Some(result), fake.result_of(&job, &id));
+        let op = stored(&ts, CLUSTER, &job, &id).await;
+        assert!(op.attempt > 1, "attempt {}", op.attempt);
+        // executor-b triggered again, with the same triggerId: Flink started nothing new.
+        let triggers = fake.triggers();
+        assert_eq!(triggers.len(), 2, "{triggers:#?}");
+        all_triggers_carry(&fake, &id);
+        assert_eq!(fake.savepoints_started(), 1);
+    }
+);
+
+backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
+    let fake = FakeFlink::start().await;
+    let store = ts.store.clone();
+    store
+        .put_cluster(
+            &ClusterConfig {
+                cluster_id: CLUSTER.into(),
+                flink_rest_url: Some(fake.url()),
+                savepoint_directory: None,
+            },
+            ConfiguredBy::Api,
+        )
+        .await
+        .unwrap();
+    let (job, request) = (random_hex(), random_hex());
+    let k = key(CLUSTER, &job, &request);
+    let (_, created) = store
+        .create_operation(&NewOperation {
+            key: k.clone(),
+            kind: OperationKind::Savepoint,
+            target_directory: Some(DIR.into()),
+            format_type: "CANONICAL".into(),
+        })
+        .await
+        .unwrap();
+    assert!(created);
+    let lease = Duration::from_millis(300);
+    let a = store
+        .claim_operation("holder-a", lease)
+        .await
+        .unwrap()
+        .expect("the open operation is claimed");
+    assert_eq!(a.operation.attempt, 1);
+    assert_eq!(a.flink_rest_url, fake.url());
+    assert!(
+        store
+            .claim_operation("holder-b", lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "claimed twice while the lease holds"
+    );
+    let progress = Progress::default();
+    assert!(
+        store
+            .renew_operation(&k, 1, lease, &progress)
+            .await
+            .unwrap()
+    );
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let b = store
+        .claim_operation("holder-b", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("the expired lease is taken over");
+    assert_eq!(b.operation.attempt, 2);
+    assert_eq!(b.operation.lease_owner.as_deref(), Some("holder-b"));
+
+    // holder-a (attempt 1) is fenced off.
+    assert!(
+        !store
+            .renew_operation(&k, 1, lease, &progress)
+            .await
+            .unwrap()
+    );
+    let stale = store
+        .complete_operation(&k, &Outcome::Location("file:/stale".into()), Some(1))
+        .await;
+    assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
+    let op = store.get_operation(&k).await.unwrap().unwrap();
+    assert_eq!(op.status, OperationStatus::InProgress);
+    assert_eq!(op.lease_owner.as_deref(), Some("holder-b"));
+    assert_eq!(op.attempt, 2);
+
+    // The same through executor::drive: a stale holder triggers (harmlessly: same
+    // triggerId), fails to renew and lets go; one that believes it triggered polls, sees
+    // COMPLETED and cannot store it.
+    fake.release();
+    let config = fast_executor("holder-a");
+    let client = FlinkClient::new(Duration::from_secs(2));
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        executor::drive(store.as_ref(), &config, &client, a.clone()),
+    )
+    .await
+    .expect("a stale drive ends");
+    let mut believes_triggered = a.operation.clone();
+    believes_triggered.triggered_at = Some(chrono::Utc::now());
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        executor::drive(
+            store.as_ref(),
+            &config,
+            &client,
+            Claimed {
+                operation: believes_triggered,
+                flink_rest_url: a.flink_rest_url.clone(),
+            },
+        ),
+    )
+    .await
+    .expect("a stale drive ends");
+    assert!(fake.status_polls(&request) >= 1, "{:#?}", fake.seen());
+    let op = store.get_operation(&k).await.unwrap().unwrap();
+    assert_eq!(op.status, OperationStatus::InProgress, "{op:?}");
+    assert_eq!(op.lease_owner.as_deref(), Some("holder-b"));
+    all_triggers_carry(&fake, &request);
+    assert_eq!(fake.savepoints_started(), 1);
+
+    // holder-b (attempt 2) renews and completes.
+    assert!(
+        store
+            .renew_operation(&k, 2, lease, &progress)
+            .await
+            .unwrap()
+    );
+    let done = store
+        .complete_operation(&k, &Outcome::Location("file:/b".into()), Some(2))
+        .await
+        .unwrap();
+    assert_eq!(done.status, OperationStatus::Completed);
+    assert_eq!(done.location.as_deref(), Some("file:/b"));
+    assert_eq!(done.lease_owner, None);
+    // After completion nobody renews; a stale completion with another result conflicts;
+    // the same result again is answered (idempotent).
+    assert!(
+        !store
+            .renew_operation(&k, 2, lease, &progress)
+            .await
+            .unwrap()
+    );
+    let again = store
+        .complete_operation(&k, &Outcome::FailureCause(json!({"class": "x"})), Some(1))
+        .await;
+    assert!(matches!(again, Err(StoreError::Conflict)), "{again:?}");
+    let same = store
+        .complete_operation(&k, &Outcome::Location("file:/b".into()), None)
+        .await
+        .unwrap();
+    assert_eq!(same.completed_at, done.completed_at);
+    assert!(
+        store
+            .claim_operation("holder-c", lease)
+            .await
+            .unwrap()
+            .is_none()
+    );
+});
+
+backend_tests!(two_executors_drive_each_operation_once, |ts| async move {
+    let (fake, service) = setup(&ts).await;
+    // Leases long enough that none lapses on a loaded machine: the claims alone must keep
+    // the two executors apart.
+    let lease = Duration::from_secs(5);
+    let _a = service.executor(ExecutorConfig {
+        lease,
+        ..fast_executor("executor-a")
+    });
+    let _b = service.executor(ExecutorConfig {
+        lease,
+        ..fast_executor("executor-b")
+    });
+    let mut ops = Vec::new();
+    for _ in 0..5 {
+        let job = random_hex();
+        for _ in 0..2 {
+            let id = trigger(
+                &service.http,
+                &pre(),
+                &job,
+                &json!({"target-directory": DIR}),
+            )
+            .await;
+            ops.push((job.clone(), id));
+        }
+    }
+    for (job, id) in &ops {
+        wait_completed(&service.http, &pre(), job, id, WITHIN).await;
+    }
+    let triggered: Vec<String> = fake
+        .triggers()
+        .iter()
+        .map(|t| t.body["triggerId"].as_str().unwrap().to_owned())
+        .collect();
+    let unique: BTreeSet<&String> = triggered.iter().collect();
+    assert_eq!(
+        triggered.len(),
+        ops.len(),
+        "a trigger sent twice: {triggered:?}"
+    );
+    assert_eq!(unique.len(), ops.len());
+    assert_eq!(fake.savepoints_started(), ops.len());
+    for (job, id) in &ops {
+        let op = stored(&ts, CLUSTER, job, id).await;
+        assert_eq!(op.attempt, 1, "claimed twice: {op:?}");
+        assert_eq!(op.status, OperationStatus::Completed);
+    }
+});
+
+backend_tests!(
+    an_outside_completion_wins_over_the_executor,
+    |ts| async move {
+        let (fake, service) = setup(&ts).await;
+        fake.hold();
+        let _executor = service.executor(fast_executor("executor-a"));
+        let job = random_hex();
+        let id = trigger(
+            &service.http,
+            &pre(),
+            &job,
+            &json!({"target-directory": DIR}),
+        )
+        .await;
+        eventually("Flink polled", WITHIN, || async {
+            (fake.status_polls(&id) >= 1).then_some(())
+        })
+        .await;
+        let r = service
+            .http
+            .post_json(
+                &format!("/v1/clusters/{CLUSTER}/jobs/{job}/savepoints/{id}/complete"),
+                &json!({"location": "file:/elsewhere/savepoint-1"}),
+            )
+            .await;
+        r.expect(StatusCode::OK);
+        // The executor notices at its next renewal and lets go.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let polls = fake.status_polls(&id);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            fake.status_polls(&id),
+            polls,
+            "still polling a completed operation"
+        );
+        fake.release();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        assert_eq!(op, json!({"location": "file:/elsewhere/savepoint-1"}));
+    }
+);
+
+backend_tests!(
+    an_operation_waits_for_a_flink_url_then_is_driven,
+    |ts| async move {
+        let fake = FakeFlink::start().await;
+        let service = Service::start(ts.store.clone(), HttpConfig::default()).await;
+        put_cluster(&service.http, CLUSTER, None, Some(DIR)).await;
+        let _executor = service.executor(fast_executor("executor-a"));
+        let job = random_hex();
+        let id = support::accepted(
+            &service
+                .http
+                .post_empty(&format!("{}/jobs/{job}/savepoints", pre()))
+                .await,
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let op = stored(&ts, CLUSTER, &job, &id).await;
+        assert_eq!((op.status, op.attempt), (OperationStatus::InProgress, 0));
+        assert!(fake.seen().is_empty());
+        put_cluster(&service.http, CLUSTER, Some(&fake.url()), Some(DIR)).await;
+        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        assert_eq!(Some(op), fake.result_of(&job, &id));
+        all_triggers_carry(&fake, &id);
+    }
+);
+
+backend_tests!(operations_without_a_flink_url_time_out, |ts| async move {
+    let service = Service::start(ts.store.clone(), HttpConfig::default()).await;
+    put_cluster(&service.http, CLUSTER, None, Some(DIR)).await;
+    let job = random_hex();
+    let old = trigger(&service.http, &pre(), &job, &json!({})).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let young = trigger(&service.http, &pre(), &job, &json!({})).await;
+    // The executor's sweep (at its start, then every 10 s) times out what is older
+    // than --operation-timeout and that nobody holds.
+    let _executor = service.executor(ExecutorConfig {
+        operation_timeout: Duration::from_secs(1),
+        ..fast_executor("executor-a")
+    });
+    let op = wait_completed(&service.http, &pre(), &job, &old, WITHIN).await;
+    let cause = op["failure-cause"].clone();
+    let text = cause_text(&cause);
+    assert!(
+        text.contains("timed out") || text.contains("timeout"),
+        "the cause does not say it timed out: {cause}"
+    );
+    assert!(!text.contains("unreachable"), "{cause}");
+    assert_eq!(
+        status(&service.http, &pre(), &job, &young).await,
+        json!({"status": {"id": "IN_PROGRESS"}, "operation": null})
+    );
+});
+
+backend_tests!(
+    serve_drives_savepoints_and_another_process_takes_over_after_a_crash,
+    |ts| async move {
+        let fake = FakeFlink::start().await;
+        let url = fake.url();
+        let flags = [
+            "--cluster-id",
+            "prod",
+            "--flink-rest-url",
+            &url,
+            "--poll-interval",
+            "50ms",
+            "--lease",
+            "1s",
+            "--flink-timeout",
+            "2s",
+        ];
+        let first = ServeProcess::start(&ts.url, &flags).await;
+        // Un-prefixed routes act on --cluster-id, driven on --flink-rest-url.
+        let job = random_hex();
+        let quick = trigger(&first.http, "", &job, &json!({"target-directory": DIR})).await;
+        let op = wait_completed(&first.http, "", &job, &quick, WITHIN).await;
+        assert_eq!(Some(op), fake.result_of(&job, &quick));
+        let op = stored(&ts, "prod", &job, &quick).await;
+        assert_eq!(op.status, OperationStatus::Completed);
+
+        fake.hold();
+        let slow = trigger(&first.http, "", &job, &json!({"target-directory": DIR})).await;
+        eventually("Flink polled", WITHIN, || async {
+            (fake.status_polls(&slow) >= 2).then_some(())
+        })
+        .await;
+        let first_owner = stored(&ts, "prod", &job, &slow).await.lease_owner.unwrap();
+        first.kill();
+        let second = ServeProcess::start(&ts.url, &flags).await;
+        assert_eq!(
+            status(&second.http, "", &job, &slow).await,
+            json!({"status": {"id": "IN_PROGRESS"}, "operation": null})
+        );
+        let op = eventually("the second process takes over", WITHIN, || async {
+            let op = stored(&ts, "prod", &job, &slow).await;
+            (op.attempt > 1 && op.lease_owner.is_some()).then_some(op)
+        })
+        .await;
+        assert_ne!(op.lease_owner.as_deref(), Some(first_owner.as_str()));
+        fake.release();
+        let result = wait_completed(&second.http, "", &job, &slow, WITHIN).await;
+        assert_eq!(Some(result), fake.result_of(&job, &slow));
+        let slow_triggers: Vec<_> = fake
+            .triggers()
+            .into_iter()
+            .filter(|t| t.body["triggerId"] == slow.as_str())
+            .collect();
+        assert_eq!(slow_triggers.len(), 1, "{slow_triggers:#?}");
+        assert_eq!(fake.triggers().len(), 2);
+        assert_eq!(fake.savepoints_started(), 2);
+        let status = second.terminate().await;
+        assert!(status.success(), "jobstore serve exited with {status}");
+    }
+);
+
+backend_tests!(
+    a_live_holder_keeps_its_lease_while_flink_is_down,
+    |ts| async move {
+        let (fake, service) = setup(&ts).await;
+        fake.go_down().await;
+        // What `jobstore serve --lease 1s --poll-interval 50ms` configures: the backoff
+        // cap is not a flag and stays at its default.
+        let _executor = service.executor(ExecutorConfig {
+            max_backoff: ExecutorConfig::default().max_backoff,
+            ..fast_executor("executor-a")
+        });
+        let job = random_hex();
+        let id = trigger(
+            &service.http,
+            &pre(),
+            &job,
+            &json!({"target-directory": DIR}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let op = stored(&ts, CLUSTER, &job, &id).await;
+        assert_eq!(op.status, OperationStatus::InProgress);
+        assert_eq!(
+            op.attempt, 1,
+            "the only executor, alive all along, lost its lease: {op:?}"
+        );
+    }
+);

@@ -1,0 +1,501 @@
+//! A fake Flink JobManager REST endpoint for the savepoint API, answering like the
+//! recorded Flink 2.3.0 transcripts (`../shared/flink-reference/rest-transcripts-flink-2.3.txt`):
+//!
+//! - `POST /jobs/:jobid/savepoints` and `POST /jobs/:jobid/stop` -> `202 {"request-id": t}`
+//!   where `t` is the `triggerId` sent (or a fresh one); the same trigger id again on the
+//!   same job answers the same id and starts nothing new, as Flink does.
+//! - `GET /jobs/:jobid/savepoints/:triggerid` -> `{"status":{"id":"IN_PROGRESS"},"operation":null}`
+//!   for the configured number of polls, then `COMPLETED` with a `location` (derived from
+//!   the target directory like Flink does) or with the configured `failure-cause`;
+//!   `404` with Flink's message for an operation it does not know (or was told to forget).
+//!
+//! It records every request (method, path, body) and can be switched to answer `500`, to
+//! delay its trigger answers, to forget operations (a JobManager failover), and to stop
+//! listening (connections refused) and come back on the same port.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// One request the fake received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    /// The body as JSON; `Null` when empty, a string when it was not JSON.
+    pub body: Value,
+}
+
+/// How operations that finish from now on end.
+#[derive(Debug, Clone)]
+enum Ending {
+    /// `{"location": "file:/<dir>/savepoint-<job6>-<random12>"}`.
+    Location,
+    /// `{"failure-cause": <this>}`.
+    Failure(Value),
+}
+
+/// One savepoint operation the fake JobManager knows.
+#[derive(Debug, Clone)]
+struct FakeOp {
+    target_directory: Option<String>,
+    polls: u32,
+    result: Option<Value>,
+}
+
+#[derive(Debug)]
+struct FakeState {
+    seen: Vec<Seen>,
+    /// (job id, trigger id) -> operation.
+    ops: HashMap<(String, String), FakeOp>,
+    /// How many savepoints were started: a repeated trigger id starts none.
+    started: usize,
+    /// Status polls answered IN_PROGRESS before an operation completes.
+    in_progress_polls: u32,
+    ending: Ending,
+    /// Trigger ids whose status is answered 404 (Flink lost them).
+    forgotten: HashSet<String>,
+    /// Answer every request 500.
+    http_500: bool,
+    /// Wait this long before answering a trigger (after registering it).
+    trigger_delay: Duration,
+}
+
+type Shared = Arc<Mutex<FakeState>>;
+
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+/// The fake JobManager. Stops listening when dropped.
+pub struct FakeFlink {
+    addr: SocketAddr,
+    shared: Shared,
+    running: Mutex<Option<Running>>,
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, FakeState> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn random_hex() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn is_hex32(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Flink's error body: the exception and its message, then a (short) Java stack trace.
+fn flink_error(status: StatusCode, message: &str) -> Response {
+    let text = format!(
+        "org.apache.flink.runtime.rest.handler.RestHandlerException: {message}\n\tat org.apache.flink.runtime.rest.handler.AbstractHandler.respondAsLeader(AbstractHandler.java:188)\n"
+    );
+    (status, axum::Json(json!({ "errors": [text] }))).into_response()
+}
+
+impl FakeFlink {
+    /// Starts listening on a free port of 127.0.0.1.
+    pub async fn start() -> FakeFlink {
+        let shared = Arc::new(Mutex::new(FakeState {
+            seen: Vec::new(),
+            ops: HashMap::new(),
+            started: 0,
+            in_progress_polls: 2,
+            ending: Ending::Location,
+            forgotten: HashSet::new(),
+            http_500: false,
+            trigger_delay: Duration::ZERO,
+        }));
+        let listener = bind("127.0.0.1:0".parse().unwrap());
+        let addr = listener.local_addr().expect("the fake's address");
+        let running = serve(listener, shared.clone());
+        FakeFlink {
+            addr,
+            shared,
+            running: Mutex::new(Some(running)),
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`, the `flink-rest-url` to configure.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Operations answer IN_PROGRESS for `n` status polls, then complete.
+    pub fn set_in_progress_polls(&self, n: u32) {
+        lock(&self.shared).in_progress_polls = n;
+    }
+
+    /// Operations stay IN_PROGRESS until [`FakeFlink::release`].
+    pub fn hold(&self) {
+        self.set_in_progress_polls(u32::MAX);
+    }
+
+    /// Operations complete at their next status poll.
+    pub fn release(&self) {
+        self.set_in_progress_polls(0);
+    }
+
+    /// Operations that complete from now on fail with this failure-cause.
+    pub fn fail_with(&self, cause: Value) {
+        lock(&self.shared).ending = Ending::Failure(cause);
+    }
+
+    /// The status of this trigger id is answered 404 from now on (Flink lost it).
+    pub fn forget(&self, trigger: &str) {
+        let mut s = lock(&self.shared);
+        s.forgotten.insert(trigger.to_lowercase());
+        s.ops.retain(|(_, t), _| t != &trigger.to_lowercase());
+    }
+
+    /// Every request is answered `500` while on.
+    pub fn set_http_500(&self, on: bool) {
+        lock(&self.shared).http_500 = on;
+    }
+
+    /// Trigger answers wait this long (the operation is registered first).
+    pub fn set_trigger_delay(&self, delay: Duration) {
+        lock(&self.shared).trigger_delay = delay;
+    }
+
+    /// Stops listening: connections are refused until [`FakeFlink::come_back`]. Idle
+    /// keep-alive connections are closed; requests in flight finish.
+    pub async fn go_down(&self) {
+        let running = self.running.lock().unwrap().take();
+        if let Some(running) = running {
+            let _ = running.stop.send(());
+            // The listener is closed as soon as the accept loop sees the signal; the task
+            // itself may wait for requests in flight.
+            drop(running.task);
+        }
+        for _ in 0..200 {
+            if TcpStream::connect(self.addr).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the fake Flink at {} still accepts connections", self.addr);
+    }
+
+    /// Listens again, on the same port, with the same memory of operations.
+    pub async fn come_back(&self) {
+        let mut last_error = None;
+        for _ in 0..200 {
+            match try_bind(self.addr) {
+                Ok(listener) => {
+                    let running = serve(listener, self.shared.clone());
+                    *self.running.lock().unwrap() = Some(running);
+                    return;
+                }
+                Err(e) => last_error = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "the fake Flink cannot listen on {} again: {last_error:?}",
+            self.addr
+        );
+    }
+
+    /// Every request received so far, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        lock(&self.shared).seen.clone()
+    }
+
+    /// The trigger requests (`POST .../savepoints` and `POST .../stop`) received so far.
+    pub fn triggers(&self) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|s| s.method == "POST")
+            .collect()
+    }
+
+    /// The status requests received for one trigger id.
+    pub fn status_polls(&self, trigger: &str) -> usize {
+        let suffix = format!("/savepoints/{trigger}");
+        self.seen()
+            .iter()
+            .filter(|s| s.method == "GET" && s.path.ends_with(&suffix))
+            .count()
+    }
+
+    /// How many savepoints were started (a repeated trigger id starts none).
+    pub fn savepoints_started(&self) -> usize {
+        lock(&self.shared).started
+    }
+
+    /// The result the fake answered for an operation once it completed
+    /// (`{"location"}` or `{"failure-cause"}`).
+    pub fn result_of(&self, job: &str, trigger: &str) -> Option<Value> {
+        lock(&self.shared)
+            .ops
+            .get(&(job.to_owned(), trigger.to_owned()))
+            .and_then(|op| op.result.clone())
+    }
+
+    /// Waits until a trigger request for this job arrived; returns it.
+    pub async fn wait_for_trigger(&self, job: &str, within: Duration) -> Seen {
+        let prefix = format!("/jobs/{job}/");
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(seen) = self
+                .triggers()
+                .into_iter()
+                .find(|s| s.path.starts_with(&prefix))
+            {
+                return seen;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "the fake Flink saw no trigger for job {job} within {within:?}; it saw {:#?}",
+                    self.seen()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl Drop for FakeFlink {
+    fn drop(&mut self) {
+        if let Some(running) = self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = running.stop.send(());
+            running.task.abort();
+        }
+    }
+}
+
+fn try_bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(128)
+}
+
+fn bind(addr: SocketAddr) -> tokio::net::TcpListener {
+    try_bind(addr).unwrap_or_else(|e| panic!("the fake Flink cannot listen on {addr}: {e}"))
+}
+
+fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Running {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let app = Router::new()
+        .route("/jobs/{jobid}/savepoints", post(trigger_savepoint))
+        .route("/jobs/{jobid}/stop", post(trigger_stop))
+        .route("/jobs/{jobid}/savepoints/{triggerid}", get(status))
+        .fallback(unknown)
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
+        .with_state(shared);
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Running { stop, task }
+}
+
+/// Records every request, then answers 500 when switched to.
+async fn record(
+    State(shared): State<Shared>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let body_json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    let http_500 = {
+        let mut s = lock(&shared);
+        s.seen.push(Seen {
+            method: parts.method.to_string(),
+            path: parts.uri.path().to_owned(),
+            body: body_json,
+        });
+        s.http_500
+    };
+    if http_500 {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({"errors": ["Internal server error."]})),
+        )
+            .into_response();
+    }
+    next.run(axum::extract::Request::from_parts(parts, bytes.into()))
+        .await
+}
+
+async fn trigger_savepoint(
+    State(shared): State<Shared>,
+    Path(job): Path<String>,
+    body: Bytes,
+) -> Response {
+    trigger(shared, job, body, false).await
+}
+
+async fn trigger_stop(
+    State(shared): State<Shared>,
+    Path(job): Path<String>,
+    body: Bytes,
+) -> Response {
+    trigger(shared, job, body, true).await
+}
+
+async fn trigger(shared: Shared, job: String, body: Bytes, stop: bool) -> Response {
+    let (body_type, dir_field) = if stop {
+        ("StopWithSavepointRequestBody", "targetDirectory")
+    } else {
+        ("SavepointTriggerRequestBody", "target-directory")
+    };
+    if !is_hex32(&job) {
+        return flink_error(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "Bad request, could not parse parameters: Cannot resolve path parameter (jobid) from value \"{job}\"."
+            ),
+        );
+    }
+    let fields = if body.iter().all(u8::is_ascii_whitespace) {
+        serde_json::Map::new()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                return flink_error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("Request did not match expected format {body_type}."),
+                );
+            }
+        }
+    };
+    let trigger = match fields.get("triggerId") {
+        None | Some(Value::Null) => random_hex(),
+        Some(Value::String(t)) if is_hex32(t) => t.to_lowercase(),
+        Some(_) => {
+            return flink_error(
+                StatusCode::BAD_REQUEST,
+                &format!("Request did not match expected format {body_type}."),
+            );
+        }
+    };
+    let target_directory = fields
+        .get(dir_field)
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let delay = {
+        let mut s = lock(&shared);
+        let key = (job.to_lowercase(), trigger.clone());
+        if !s.ops.contains_key(&key) {
+            // No default savepoint directory on this JobManager.
+            if target_directory.is_none() {
+                return flink_error(
+                    StatusCode::BAD_REQUEST,
+                    &format!(
+                        "Config key [execution.checkpointing.savepoint-dir] is not set. Property [{dir_field}] must be provided."
+                    ),
+                );
+            }
+            s.started += 1;
+            s.forgotten.remove(&trigger);
+            s.ops.insert(
+                key,
+                FakeOp {
+                    target_directory,
+                    polls: 0,
+                    result: None,
+                },
+            );
+        }
+        s.trigger_delay
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(json!({ "request-id": trigger })),
+    )
+        .into_response()
+}
+
+async fn status(
+    State(shared): State<Shared>,
+    Path((job, trigger)): Path<(String, String)>,
+) -> Response {
+    for (name, value) in [("jobid", &job), ("triggerid", &trigger)] {
+        if !is_hex32(value) {
+            return flink_error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "Bad request, could not parse parameters: Cannot resolve path parameter ({name}) from value \"{value}\"."
+                ),
+            );
+        }
+    }
+    let (job, trigger) = (job.to_lowercase(), trigger.to_lowercase());
+    let mut s = lock(&shared);
+    let (limit, ending) = (s.in_progress_polls, s.ending.clone());
+    let forgotten = s.forgotten.contains(&trigger);
+    let op = match s.ops.get_mut(&(job.clone(), trigger.clone())) {
+        Some(op) if !forgotten => op,
+        _ => {
+            return flink_error(
+                StatusCode::NOT_FOUND,
+                &format!("There is no savepoint operation with triggerId={trigger} for job {job}."),
+            );
+        }
+    };
+    op.polls = op.polls.saturating_add(1);
+    if op.result.is_none() && op.polls > limit {
+        op.result = Some(match ending {
+            Ending::Location => {
+                let dir = op.target_directory.clone().unwrap_or_default();
+                // Flink answers `file:/path` for `file:///path`.
+                let dir = match dir.strip_prefix("file://") {
+                    Some(rest) => format!("file:{rest}"),
+                    None => dir,
+                };
+                json!({"location": format!("{}/savepoint-{}-{}", dir.trim_end_matches('/'), &job[..6], &random_hex()[..12])})
+            }
+            Ending::Failure(cause) => json!({ "failure-cause": cause }),
+        });
+    }
+    let body = match &op.result {
+        None => json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
+        Some(result) => json!({"status": {"id": "COMPLETED"}, "operation": result}),
+    };
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+async fn unknown(uri: Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(json!({"errors": [format!("Unable to load requested file {}.", uri.path())]})),
+    )
+        .into_response()
+}
