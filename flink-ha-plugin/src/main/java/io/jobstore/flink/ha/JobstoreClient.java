@@ -1,0 +1,528 @@
+package io.jobstore.flink.ha;
+
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.HighAvailabilityOptions;
+import org.apache.flink.configuration.IllegalConfigurationException;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.net.ConnectException;
+import java.net.URI;
+import java.net.URLEncoder;
+import java.net.http.HttpClient;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.NoSuchElementException;
+import java.util.regex.Pattern;
+
+/**
+ * HTTP client of jobstore's result store API ({@code /v1/clusters/{cluster}/job-results} and
+ * {@code /v1/clusters/{cluster}/application-results}), with the error mapping Flink's stores
+ * expect:
+ *
+ * <ul>
+ *   <li>409 on create: {@link IllegalStateException};
+ *   <li>404 on mark-clean: {@link NoSuchElementException};
+ *   <li>network errors, timeouts, 5xx, 408 and 429: retried with exponential backoff, then an
+ *       {@link IOException};
+ *   <li>any other unexpected answer (400, 401, 403, ...): an {@link IOException} at once.
+ * </ul>
+ *
+ * <p>Every call is retried, create included: a retried create can meet a 409 caused by an earlier
+ * attempt of the same call that reached the server although its answer was lost. Only in that
+ * case the entry is read back; when it is dirty and its result equals the one being created, the
+ * create counts as done. Otherwise (the first attempt answered 409, or the stored entry is clean
+ * or differs) the 409 is an {@link IllegalStateException}, as Flink's contract asks.
+ */
+final class JobstoreClient {
+
+    private static final Logger LOG = LoggerFactory.getLogger(JobstoreClient.class);
+
+    private static final Pattern CLUSTER_ID = Pattern.compile("[A-Za-z0-9._-]{1,128}");
+    private static final Pattern ID = Pattern.compile("[0-9a-f]{32}");
+    static final String USER_AGENT = "jobstore-flink-ha-plugin/" + Version.VERSION;
+
+    /** The two kinds of result stores; they differ only in names. */
+    enum Kind {
+        JOB("job-results", "job", "job result store", "Job result store"),
+        APPLICATION(
+                "application-results",
+                "application",
+                "application result store",
+                "Application result store");
+
+        final String collection;
+        final String noun;
+        final String storeName;
+        final String storeTitle;
+
+        Kind(String collection, String noun, String storeName, String storeTitle) {
+            this.collection = collection;
+            this.noun = noun;
+            this.storeName = storeName;
+            this.storeTitle = storeTitle;
+        }
+    }
+
+    private final HttpClient http;
+    private final String baseUrl;
+    private final String clusterId;
+    private final String authorization;
+    private final Duration timeout;
+    private final int retries;
+    private final long backoffMillis;
+    private final long maxBackoffMillis;
+    private final int pageSize;
+
+    JobstoreClient(
+            String baseUrl,
+            String clusterId,
+            String token,
+            Duration timeout,
+            int retries,
+            Duration backoff,
+            Duration maxBackoff,
+            int pageSize) {
+        this.baseUrl = baseUrl.replaceAll("/+$", "");
+        this.clusterId = clusterId;
+        this.authorization = token == null || token.isEmpty() ? null : "Bearer " + token;
+        this.timeout = timeout;
+        this.retries = retries;
+        this.backoffMillis = Math.max(0, backoff.toMillis());
+        this.maxBackoffMillis = Math.max(this.backoffMillis, maxBackoff.toMillis());
+        this.pageSize = pageSize;
+        this.http =
+                HttpClient.newBuilder()
+                        .version(HttpClient.Version.HTTP_1_1)
+                        .connectTimeout(timeout)
+                        .followRedirects(HttpClient.Redirect.NEVER)
+                        .build();
+    }
+
+    /** Reads and validates the {@code jobstore.*} keys and the HA cluster id. */
+    static JobstoreClient fromConfiguration(Configuration config) {
+        String url = config.get(JobstoreOptions.URL);
+        if (url == null || url.trim().isEmpty()) {
+            throw new IllegalConfigurationException(
+                    "The jobstore HA services need '"
+                            + JobstoreOptions.URL.key()
+                            + "' (e.g. http://127.0.0.1:8090) in Flink's configuration.");
+        }
+        url = url.trim();
+        URI uri;
+        try {
+            uri = URI.create(url);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalConfigurationException(
+                    "'" + JobstoreOptions.URL.key() + "' is not a URL: " + url, e);
+        }
+        if (!"http".equalsIgnoreCase(uri.getScheme()) && !"https".equalsIgnoreCase(uri.getScheme())
+                || uri.getHost() == null) {
+            throw new IllegalConfigurationException(
+                    "'"
+                            + JobstoreOptions.URL.key()
+                            + "' must be an http:// or https:// URL with a host, got: "
+                            + url);
+        }
+        if (uri.getQuery() != null || uri.getFragment() != null) {
+            throw new IllegalConfigurationException(
+                    "'" + JobstoreOptions.URL.key() + "' must not have a query or fragment: " + url);
+        }
+
+        String token = config.get(JobstoreOptions.TOKEN);
+        if ((token == null || token.trim().isEmpty()) && config.get(JobstoreOptions.TOKEN_FILE) != null) {
+            String file = config.get(JobstoreOptions.TOKEN_FILE);
+            try {
+                token = new String(Files.readAllBytes(Paths.get(file)), StandardCharsets.UTF_8);
+            } catch (IOException e) {
+                throw new IllegalConfigurationException(
+                        "Cannot read '" + JobstoreOptions.TOKEN_FILE.key() + "' " + file + ": " + e,
+                        e);
+            }
+        }
+        token = token == null ? null : token.trim();
+        if (token != null && !token.isEmpty() && !token.matches("[\\x21-\\x7e]+")) {
+            throw new IllegalConfigurationException(
+                    "The jobstore token must be printable ASCII without spaces.");
+        }
+
+        Duration timeout = config.get(JobstoreOptions.TIMEOUT);
+        if (timeout.isZero() || timeout.isNegative()) {
+            throw new IllegalConfigurationException(
+                    "'" + JobstoreOptions.TIMEOUT.key() + "' must be positive, got " + timeout);
+        }
+        int retries = config.get(JobstoreOptions.RETRIES);
+        if (retries < 0) {
+            throw new IllegalConfigurationException(
+                    "'" + JobstoreOptions.RETRIES.key() + "' must be >= 0, got " + retries);
+        }
+        Duration backoff = config.get(JobstoreOptions.RETRY_BACKOFF);
+        Duration maxBackoff = config.get(JobstoreOptions.RETRY_MAX_BACKOFF);
+        if (backoff.isNegative() || maxBackoff.isNegative()) {
+            throw new IllegalConfigurationException("jobstore retry backoffs must not be negative");
+        }
+        int pageSize = config.get(JobstoreOptions.PAGE_SIZE);
+        if (pageSize < 1 || pageSize > 10000) {
+            throw new IllegalConfigurationException(
+                    "'" + JobstoreOptions.PAGE_SIZE.key() + "' must be 1..10000, got " + pageSize);
+        }
+        return new JobstoreClient(
+                url, clusterId(config), token, timeout, retries, backoff, maxBackoff, pageSize);
+    }
+
+    /**
+     * The cluster id of the entries: Flink's {@code high-availability.cluster-id} without leading
+     * slashes (Flink's default is "/default", a ZooKeeper-style path, which becomes "default").
+     */
+    static String clusterId(Configuration config) {
+        String raw = config.get(HighAvailabilityOptions.HA_CLUSTER_ID);
+        String id = raw == null ? "" : raw.trim().replaceFirst("^/+", "");
+        if (!CLUSTER_ID.matcher(id).matches()) {
+            throw new IllegalConfigurationException(
+                    "'"
+                            + HighAvailabilityOptions.HA_CLUSTER_ID.key()
+                            + "' must be 1 to 128 of [A-Za-z0-9._-] (after leading slashes) for"
+                            + " jobstore, got: '"
+                            + raw
+                            + "'");
+        }
+        return id;
+    }
+
+    String clusterId() {
+        return clusterId;
+    }
+
+    String baseUrl() {
+        return baseUrl;
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Operations
+    // ---------------------------------------------------------------------------------------
+
+    /**
+     * {@code POST .../{collection}} with a Flink JRS/ARS file as body.
+     *
+     * @throws IllegalStateException if the id is already registered (dirty or clean)
+     */
+    void createDirty(Kind kind, String id, byte[] envelope) throws IOException {
+        String path = collectionPath(kind);
+        Outcome out = call("POST", path, envelope);
+        if (out.status == 201 || out.status == 200) {
+            return;
+        }
+        if (out.status == 409) {
+            if (out.earlierAttemptMayHaveLanded && ourEarlierCreateLanded(kind, id, envelope)) {
+                LOG.info(
+                        "An earlier attempt of creating the dirty {} entry {} in jobstore"
+                                + " succeeded although its answer was lost; treating the create"
+                                + " as done.",
+                        kind.noun,
+                        id);
+                return;
+            }
+            throw new IllegalStateException(
+                    errorMessage(
+                            out.body,
+                            String.format(
+                                    "%s already contains an entry for %s %s",
+                                    kind.storeTitle, kind.noun, id)));
+        }
+        throw unexpected("POST", path, out);
+    }
+
+    private boolean ourEarlierCreateLanded(Kind kind, String id, byte[] envelope) throws IOException {
+        JsonNode stored = get(kind, id);
+        if (stored == null || !"dirty".equals(stored.path("state").asText())) {
+            return false;
+        }
+        JsonNode sent = FlinkJson.parse(envelope).get("result");
+        return FlinkJson.sameJson(sent, stored.get("result"));
+    }
+
+    /** {@code GET .../{collection}/{id}}: the entry, or null when there is none. */
+    JsonNode get(Kind kind, String id) throws IOException {
+        String path = entryPath(kind, id);
+        Outcome out = call("GET", path, null);
+        if (out.status == 200) {
+            return parseObject("GET", path, out.body);
+        }
+        if (out.status == 404) {
+            return null;
+        }
+        throw unexpected("GET", path, out);
+    }
+
+    /** {@code HEAD .../{collection}/{id}}: whether an entry (dirty or clean) exists. */
+    boolean exists(Kind kind, String id) throws IOException {
+        String path = entryPath(kind, id);
+        Outcome out = call("HEAD", path, null);
+        if (out.status == 200) {
+            return true;
+        }
+        if (out.status == 404) {
+            return false;
+        }
+        throw unexpected("HEAD", path, out);
+    }
+
+    /**
+     * {@code POST .../{collection}/{id}/clean}; an entry that is already clean stays as it is.
+     *
+     * @throws NoSuchElementException if there is no entry for the id
+     */
+    void markClean(Kind kind, String id) throws IOException {
+        String path = entryPath(kind, id) + "/clean";
+        Outcome out = call("POST", path, null);
+        if (out.status == 200 || out.status == 204) {
+            return;
+        }
+        if (out.status == 404) {
+            throw new NoSuchElementException(
+                    String.format(
+                            "Could not mark %s %s as clean as it is not present in the %s.",
+                            kind.noun, id, kind.storeName));
+        }
+        throw unexpected("POST", path, out);
+    }
+
+    /** All dirty entries, following {@code next} page by page until it is null. */
+    List<JsonNode> listDirty(Kind kind) throws IOException {
+        List<JsonNode> entries = new ArrayList<>();
+        String after = null;
+        int pages = 0;
+        while (true) {
+            String path =
+                    collectionPath(kind)
+                            + "?state=dirty&limit="
+                            + pageSize
+                            + (after == null
+                                    ? ""
+                                    : "&after=" + URLEncoder.encode(after, StandardCharsets.UTF_8));
+            Outcome out = call("GET", path, null);
+            if (out.status != 200) {
+                throw unexpected("GET", path, out);
+            }
+            JsonNode page = parseObject("GET", path, out.body);
+            JsonNode items = page.get(kind.collection);
+            if (items == null || !items.isArray()) {
+                throw new IOException(
+                        "jobstore GET " + path + ": answer has no '" + kind.collection + "' array");
+            }
+            items.forEach(entries::add);
+            pages++;
+            JsonNode next = page.get("next");
+            if (next == null || next.isNull()) {
+                break;
+            }
+            String cursor = next.asText();
+            if (cursor.isEmpty() || cursor.equals(after) || items.size() == 0) {
+                throw new IOException(
+                        "jobstore GET "
+                                + path
+                                + ": paging does not advance (next="
+                                + cursor
+                                + ", "
+                                + items.size()
+                                + " entries)");
+            }
+            after = cursor;
+        }
+        LOG.debug("Listed {} dirty {} entries of cluster {} in {} page(s)", entries.size(), kind.noun, clusterId, pages);
+        return entries;
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // HTTP with retries
+    // ---------------------------------------------------------------------------------------
+
+    /** The final answer of a call, after retries. */
+    private static final class Outcome {
+        final int status;
+        final byte[] body;
+        /** An earlier attempt failed in a way that does not rule out that it was applied. */
+        final boolean earlierAttemptMayHaveLanded;
+
+        Outcome(int status, byte[] body, boolean earlierAttemptMayHaveLanded) {
+            this.status = status;
+            this.body = body;
+            this.earlierAttemptMayHaveLanded = earlierAttemptMayHaveLanded;
+        }
+    }
+
+    static boolean isRetryableStatus(int status) {
+        return status >= 500 || status == 408 || status == 429;
+    }
+
+    private Outcome call(String method, String path, byte[] body) throws IOException {
+        int attempts = retries + 1;
+        boolean mayHaveLanded = false;
+        long pause = backoffMillis;
+        String problem = null;
+        IOException cause = null;
+        for (int attempt = 1; attempt <= attempts; attempt++) {
+            if (attempt > 1) {
+                sleep(pause, method, path);
+                pause = Math.min(maxBackoffMillis, pause * 2);
+            }
+            try {
+                HttpResponse<byte[]> response =
+                        http.send(request(method, path, body), HttpResponse.BodyHandlers.ofByteArray());
+                int status = response.statusCode();
+                byte[] responseBody = response.body() == null ? new byte[0] : response.body();
+                if (!isRetryableStatus(status)) {
+                    return new Outcome(status, responseBody, mayHaveLanded);
+                }
+                problem = "HTTP " + status + ": " + errorMessage(responseBody, "(no message)");
+                cause = null;
+                mayHaveLanded = true;
+            } catch (ConnectException | HttpConnectTimeoutException e) {
+                // The request was not sent: nothing can have been applied.
+                problem = describe(e);
+                cause = e;
+            } catch (InterruptedIOException e) {
+                if (Thread.currentThread().isInterrupted()) {
+                    throw e;
+                }
+                // A timeout of the whole request: it may have been applied.
+                problem = describe(e);
+                cause = e;
+                mayHaveLanded = true;
+            } catch (IOException e) {
+                problem = describe(e);
+                cause = e;
+                mayHaveLanded = true;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                InterruptedIOException ie =
+                        new InterruptedIOException("interrupted during jobstore " + method + " " + path);
+                ie.initCause(e);
+                throw ie;
+            }
+            if (attempt < attempts) {
+                LOG.warn(
+                        "jobstore {} {} failed (attempt {} of {}): {}; retrying in {} ms",
+                        method,
+                        url(path),
+                        attempt,
+                        attempts,
+                        problem,
+                        pause);
+            }
+        }
+        throw new IOException(
+                String.format(
+                        "jobstore %s %s failed after %d attempt(s): %s",
+                        method, url(path), attempts, problem),
+                cause);
+    }
+
+    private HttpRequest request(String method, String path, byte[] body) {
+        HttpRequest.Builder b =
+                HttpRequest.newBuilder(URI.create(url(path)))
+                        .timeout(timeout)
+                        .header("User-Agent", USER_AGENT)
+                        .header("Accept", "application/json");
+        if (authorization != null) {
+            b.header("Authorization", authorization);
+        }
+        if (body != null) {
+            b.header("Content-Type", "application/json");
+            b.method(method, HttpRequest.BodyPublishers.ofByteArray(body));
+        } else {
+            b.method(method, HttpRequest.BodyPublishers.noBody());
+        }
+        return b.build();
+    }
+
+    private static void sleep(long millis, String method, String path) throws InterruptedIOException {
+        if (millis <= 0) {
+            return;
+        }
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            InterruptedIOException ie =
+                    new InterruptedIOException("interrupted while retrying jobstore " + method + " " + path);
+            ie.initCause(e);
+            throw ie;
+        }
+    }
+
+    private String url(String path) {
+        return baseUrl + path;
+    }
+
+    private String collectionPath(Kind kind) {
+        return "/v1/clusters/" + clusterId + "/" + kind.collection;
+    }
+
+    private String entryPath(Kind kind, String id) {
+        if (!ID.matcher(id).matches()) {
+            throw new IllegalArgumentException("not a 32-hex-digit lowercase id: " + id);
+        }
+        return collectionPath(kind) + "/" + id;
+    }
+
+    private IOException unexpected(String method, String path, Outcome out) {
+        return new IOException(
+                String.format(
+                        "jobstore %s %s answered HTTP %d: %s",
+                        method, url(path), out.status, errorMessage(out.body, "(no message)")));
+    }
+
+    private static JsonNode parseObject(String method, String path, byte[] body) throws IOException {
+        JsonNode node;
+        try {
+            node = FlinkJson.parse(body);
+        } catch (IOException e) {
+            throw new IOException("jobstore " + method + " " + path + ": answer is not JSON: " + e.getMessage(), e);
+        }
+        if (node == null || !node.isObject()) {
+            throw new IOException("jobstore " + method + " " + path + ": answer is not a JSON object");
+        }
+        return node;
+    }
+
+    /** The first message of jobstore's {@code {"errors": [...]}} body, else a short excerpt. */
+    static String errorMessage(byte[] body, String fallback) {
+        if (body == null || body.length == 0) {
+            return fallback;
+        }
+        try {
+            JsonNode errors = FlinkJson.parse(body).path("errors");
+            if (errors.isArray() && errors.size() > 0 && errors.get(0).isTextual()) {
+                return errors.get(0).asText();
+            }
+        } catch (IOException | RuntimeException ignored) {
+            // not JSON: fall through
+        }
+        String text = new String(body, StandardCharsets.UTF_8).trim();
+        return text.isEmpty() ? fallback : (text.length() > 300 ? text.substring(0, 300) + "..." : text);
+    }
+
+    private static String describe(IOException e) {
+        String m = e.getMessage();
+        if ((m == null || m.isEmpty()) && e.getCause() != null) {
+            m = e.getCause().getMessage();
+        }
+        if ((m == null || m.isEmpty()) && e instanceof ConnectException) {
+            m = "cannot connect";
+        }
+        return e.getClass().getSimpleName() + (m == null || m.isEmpty() ? "" : ": " + m);
+    }
+}
