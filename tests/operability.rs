@@ -1,0 +1,578 @@
+//! What an operator relies on: auth (401, 403, the open routes), `/metrics`, the JSON logs
+//! (one span per request with the matched route, no secrets), and the retention of clean
+//! entries (`--clean-retention`, `jobstore gc`).
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::{Backend, Kind, TestStore, random_hex};
+use jobstore::executor::{self, ExecutorConfig};
+use jobstore::flink::FlinkClient;
+use jobstore::http::auth::Tokens;
+use jobstore::http::{AppState, HttpConfig, router};
+use jobstore::ids::ClusterId;
+use jobstore::store::{
+    ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, ResultState,
+    StateFilter, Store,
+};
+use jobstore::wire::ResultKind;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const READ: &str = "reader-token-0123";
+const WRITE: &str = "writer-token-4567";
+
+async fn call(
+    app: &Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, String) {
+    let mut req = Request::builder().method(method).uri(path);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let body = match body {
+        Some(b) => {
+            req = req.header(header::CONTENT_TYPE, "application/json");
+            Body::from(b.to_string())
+        }
+        None => Body::empty(),
+    };
+    let res = app.clone().oneshot(req.body(body).unwrap()).await.unwrap();
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn tokens_guard_every_route_but_health_readiness_and_metrics() {
+    let ts = TestStore::new(Backend::Sqlite).await;
+    let tokens = Tokens::parse_env(&format!("read:{READ},write:{WRITE}")).unwrap();
+    let app = router(AppState::new(
+        ts.store.clone(),
+        HttpConfig {
+            tokens,
+            ..HttpConfig::default()
+        },
+    ));
+    let id = random_hex();
+    let create = Kind::Job.body(&id);
+    let job = random_hex();
+    let guarded = [
+        ("GET", "/v1/clusters/c1/job-results".to_owned()),
+        ("GET", format!("/v1/clusters/c1/job-results/{id}")),
+        ("GET", "/v1/clusters".to_owned()),
+        ("GET", format!("/jobs/{job}/savepoints/{}", random_hex())),
+        ("GET", "/openapi.json".to_owned()),
+        ("GET", "/v1/nothing-here".to_owned()),
+    ];
+    for (method, path) in &guarded {
+        for token in [None, Some("not-a-configured-token"), Some("")] {
+            let (status, body) = call(&app, method, path, token, None).await;
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} {token:?}: {body}"
+            );
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert!(
+                v["errors"][0].as_str().unwrap().contains("bearer token"),
+                "{body}"
+            );
+        }
+        let (status, body) = call(&app, method, path, Some(READ), None).await;
+        assert!(
+            status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN,
+            "{method} {path} with a read token: {status} {body}"
+        );
+    }
+    // A Basic credential is not a bearer token.
+    let req = Request::get("/v1/clusters")
+        .header(header::AUTHORIZATION, format!("Basic {WRITE}"))
+        .body(Body::empty())
+        .unwrap();
+    let res = app.clone().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(res.headers()[header::WWW_AUTHENTICATE], "Bearer");
+
+    // Writes need the write scope; nothing is stored by a refused one.
+    let base = "/v1/clusters/c1/job-results";
+    let (status, body) = call(&app, "POST", base, Some(READ), Some(create.clone())).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _) = call(&app, "POST", base, None, Some(create.clone())).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(
+        ts.store
+            .get_result(ResultKind::Job, &"c1".parse().unwrap(), id.parse().unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let (status, body) = call(&app, "POST", base, Some(WRITE), Some(create)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    for (method, path) in [
+        ("POST", format!("{base}/{id}/clean")),
+        ("DELETE", format!("{base}/{id}")),
+        ("PUT", "/v1/clusters/c1".to_owned()),
+        ("POST", format!("/jobs/{job}/savepoints")),
+    ] {
+        let (status, body) = call(&app, &method, &path, Some(READ), Some(json!({}))).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
+    }
+    // HEAD is a read.
+    let (status, _) = call(&app, "HEAD", &format!("{base}/{id}"), Some(READ), None).await;
+    assert_eq!(status, StatusCode::OK);
+    // The write token reads too.
+    let (status, _) = call(&app, "GET", &format!("{base}/{id}"), Some(WRITE), None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Health, readiness and metrics stay open.
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        let (status, body) = call(&app, "GET", path, None, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn without_tokens_auth_is_off() {
+    let ts = TestStore::new(Backend::Sqlite).await;
+    let app = router(AppState::new(ts.store.clone(), HttpConfig::default()));
+    let (status, _) = call(&app, "GET", "/v1/clusters", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// The value of one sample line `name{labels} value` of a Prometheus text page.
+fn sample(page: &str, name_and_labels: &str) -> Option<f64> {
+    page.lines()
+        .find(|l| l.starts_with(name_and_labels) && l[name_and_labels.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore) {
+    let state = AppState::new(ts.store.clone(), HttpConfig::default());
+    let metrics = state.metrics.clone();
+    let app = router(state);
+    let base = "/v1/clusters/metrics-c/job-results";
+    let ids: Vec<String> = (0..3).map(|_| random_hex()).collect();
+    for id in &ids {
+        let (status, _) = call(&app, "POST", base, None, Some(Kind::Job.body(id))).await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    call(
+        &app,
+        "POST",
+        &format!("{base}/{}/clean", ids[0]),
+        None,
+        None,
+    )
+    .await;
+    call(&app, "POST", base, None, Some(Kind::Job.body(&ids[1]))).await; // a 409
+    call(
+        &app,
+        "POST",
+        "/v1/clusters/metrics-c/application-results",
+        None,
+        Some(Kind::Application.body(&ids[0])),
+    )
+    .await;
+
+    // A savepoint operation on a cluster whose Flink does not answer, claimed twice: the
+    // second claim is a take-over, driven to a timeout by this process's executor.
+    let cluster: ClusterId = "metrics-c".parse().unwrap();
+    ts.store
+        .put_cluster(
+            &ClusterConfig {
+                cluster_id: cluster.to_string(),
+                flink_rest_url: Some("http://127.0.0.1:9".into()),
+                savepoint_directory: Some("file:///tmp/sp".into()),
+            },
+            ConfiguredBy::Api,
+        )
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let key = OperationKey {
+            cluster: cluster.clone(),
+            job: random_hex().parse().unwrap(),
+            request: random_hex().parse().unwrap(),
+        };
+        ts.store
+            .create_operation(&NewOperation {
+                key,
+                kind: OperationKind::Savepoint,
+                target_directory: Some("file:///tmp/sp".into()),
+                format_type: "CANONICAL".into(),
+            })
+            .await
+            .unwrap();
+    }
+    let first = ts
+        .store
+        .claim_operation("replica-a", Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut taken = ts
+        .store
+        .claim_operation("replica-b", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    while taken.operation.request_id != first.operation.request_id {
+        // The other open operation came first: take the expired one too.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        taken = ts
+            .store
+            .claim_operation("replica-b", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(taken.operation.attempt, 2);
+    let config = ExecutorConfig {
+        operation_timeout: Duration::ZERO,
+        metrics: metrics.clone(),
+        ..ExecutorConfig::default()
+    };
+    executor::drive(
+        ts.store.as_ref(),
+        &config,
+        &FlinkClient::new(Duration::from_secs(1)),
+        taken,
+    )
+    .await;
+
+    let (status, page) = call(&app, "GET", "/metrics", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let value = |s: &str| sample(&page, s).unwrap_or_else(|| panic!("no sample {s} in\n{page}"));
+    assert_eq!(
+        value(
+            r#"jobstore_http_requests_total{method="POST",route="/v1/clusters/{cluster}/job-results",status="201"}"#
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            r#"jobstore_http_requests_total{method="POST",route="/v1/clusters/{cluster}/job-results",status="409"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            r#"jobstore_http_requests_total{method="POST",route="/v1/clusters/{cluster}/job-results/{id}/clean",status="200"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            r#"jobstore_http_request_duration_seconds_count{method="POST",route="/v1/clusters/{cluster}/job-results"}"#
+        ),
+        4.0
+    );
+    assert!(page.contains(r#"jobstore_http_request_duration_seconds_bucket{method="POST",route="/v1/clusters/{cluster}/job-results",le="0.005"}"#));
+    assert_eq!(
+        value(r#"jobstore_results{cluster="metrics-c",kind="job",state="dirty"}"#),
+        2.0
+    );
+    assert_eq!(
+        value(r#"jobstore_results{cluster="metrics-c",kind="job",state="clean"}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"jobstore_results{cluster="metrics-c",kind="application",state="dirty"}"#),
+        1.0
+    );
+    assert!(
+        value(r#"jobstore_oldest_dirty_result_age_seconds{cluster="metrics-c",kind="job"}"#) >= 0.0
+    );
+    assert_eq!(
+        value(r#"jobstore_savepoint_operations{cluster="metrics-c",status="IN_PROGRESS"}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"jobstore_savepoint_operations{cluster="metrics-c",status="COMPLETED"}"#),
+        1.0
+    );
+    assert_eq!(value("jobstore_savepoint_lease_takeovers_total"), 1.0);
+    assert_eq!(
+        value(r#"jobstore_savepoint_operations_completed_total{outcome="failure_cause"}"#),
+        1.0
+    );
+    assert!(value(r#"jobstore_db_pool_connections{state="idle"}"#) >= 0.0);
+    assert!(sample(&page, r#"jobstore_db_pool_connections{state="in_use"}"#).is_some());
+}
+
+backend_tests!(metrics_report_what_operators_alert_on, |ts| {
+    metrics_report_requests_entries_operations_and_takeovers(ts)
+});
+
+async fn clean_retention_removes_only_old_clean_entries(ts: TestStore) {
+    let store: &dyn Store = ts.store.as_ref();
+    let cluster: ClusterId = "retention".parse().unwrap();
+    let mut clean = Vec::new();
+    let mut dirty = Vec::new();
+    for i in 0..6 {
+        let id = random_hex();
+        for kind in [ResultKind::Job, ResultKind::Application] {
+            let k = if kind == ResultKind::Job {
+                Kind::Job
+            } else {
+                Kind::Application
+            };
+            store
+                .create_result(kind, &cluster, id.parse().unwrap(), &k.result(&id))
+                .await
+                .unwrap();
+            if i % 2 == 0 {
+                store
+                    .mark_result_clean(kind, &cluster, id.parse().unwrap())
+                    .await
+                    .unwrap();
+            }
+        }
+        if i % 2 == 0 {
+            clean.push(id)
+        } else {
+            dirty.push(id)
+        }
+    }
+    // A retention longer than the entries' age removes nothing.
+    let report = executor::apply_retention(
+        store,
+        Some(Duration::from_secs(3600)),
+        Duration::from_secs(3600),
+    )
+    .await
+    .unwrap();
+    assert_eq!((report.job_results, report.application_results), (0, 0));
+    // Without a clean retention, clean entries are kept.
+    let report = executor::apply_retention(store, None, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!((report.job_results, report.application_results), (0, 0));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let report = executor::apply_retention(
+        store,
+        Some(Duration::from_millis(1)),
+        Duration::from_secs(3600),
+    )
+    .await
+    .unwrap();
+    assert_eq!((report.job_results, report.application_results), (3, 3));
+    for kind in [ResultKind::Job, ResultKind::Application] {
+        let left = store
+            .list_results(
+                kind,
+                &cluster,
+                StateFilter::All,
+                jobstore::store::Page {
+                    after: None,
+                    limit: 100,
+                },
+            )
+            .await
+            .unwrap();
+        let mut left_ids: Vec<String> = left.iter().map(|e| e.id.clone()).collect();
+        left_ids.sort();
+        let mut expected = dirty.clone();
+        expected.sort();
+        assert_eq!(left_ids, expected, "dirty entries are never removed");
+        assert!(left.iter().all(|e| e.state == ResultState::Dirty));
+    }
+}
+
+backend_tests!(clean_retention, |ts| {
+    clean_retention_removes_only_old_clean_entries(ts)
+});
+
+#[tokio::test]
+async fn gc_command_applies_the_retention_once() {
+    let ts = TestStore::new(Backend::Postgres).await;
+    let cluster: ClusterId = "gc".parse().unwrap();
+    let old = random_hex();
+    let kept = random_hex();
+    ts.store
+        .create_result(
+            ResultKind::Job,
+            &cluster,
+            old.parse().unwrap(),
+            &Kind::Job.result(&old),
+        )
+        .await
+        .unwrap();
+    ts.store
+        .mark_result_clean(ResultKind::Job, &cluster, old.parse().unwrap())
+        .await
+        .unwrap();
+    ts.store
+        .create_result(
+            ResultKind::Job,
+            &cluster,
+            kept.parse().unwrap(),
+            &Kind::Job.result(&kept),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"))
+        .args(["gc", "--database-url", &ts.url, "--clean-retention", "10ms"])
+        .env_remove("JOBSTORE_OPERATION_RETENTION")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("removed 1 clean job results, 0 clean application results, 0 completed savepoint operations"), "{stdout}");
+    assert!(
+        ts.store
+            .get_result(ResultKind::Job, &cluster, old.parse().unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        ts.store
+            .get_result(ResultKind::Job, &cluster, kept.parse().unwrap())
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// A serve process that is killed when the test ends.
+struct Child(tokio::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.start_kill();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_matched_route_and_no_secrets() {
+    let db = common::PgDatabase::create().await;
+    // Trust auth ignores the password: it is there to be kept out of the logs.
+    let password = "pw-that-must-not-be-logged";
+    let url = db
+        .url
+        .replacen("://postgres@", &format!("://postgres:{password}@"), 1);
+    assert!(
+        url.contains(password),
+        "DATABASE_URL with the user postgres is needed: {url}"
+    );
+    let port = free_port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"))
+        .args([
+            "serve",
+            "--database-url",
+            &url,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--log-format",
+            "json",
+        ])
+        .env("JOBSTORE_TOKENS", format!("write:{WRITE}"))
+        .env("JOBSTORE_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let guard = Child(child);
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut ready = false;
+    for _ in 0..100 {
+        if let Ok(r) = http.get(format!("{base}/readyz")).send().await {
+            ready = r.status().is_success();
+            if ready {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "jobstore did not become ready");
+    let id = random_hex();
+    let r = http
+        .post(format!("{base}/v1/clusters/logs/job-results"))
+        .bearer_auth(WRITE)
+        .json(&Kind::Job.body(&id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = http
+        .get(format!("{base}/v1/clusters"))
+        .bearer_auth("wrong-token-xyz")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // SIGTERM: the process flushes its log and exits.
+    let mut child = guard;
+    let pid = child.0.id().unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.0.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let mut text = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut tokio::io::BufReader::new(stderr), &mut text)
+        .await
+        .unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {l}"))
+        })
+        .collect();
+    assert!(lines.len() >= 3, "{text}");
+    let request_line = lines
+        .iter()
+        .find(|l| {
+            l["span"]["route"] == "/v1/clusters/{cluster}/job-results"
+                && l["fields"]["status"] == 201
+        })
+        .unwrap_or_else(|| panic!("no log line of the create with its matched route:\n{text}"));
+    assert_eq!(request_line["span"]["method"], "POST");
+    assert!(lines.iter().any(|l| l["fields"]["status"] == 401), "{text}");
+    for secret in [password, WRITE, "wrong-token-xyz"] {
+        assert!(
+            !text.contains(secret),
+            "the log holds a secret {secret:?}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("postgres:***@"),
+        "the database URL is logged redacted:\n{text}"
+    );
+}
