@@ -125,7 +125,7 @@ async fn tokens_guard_every_route_but_health_readiness_and_metrics() {
         ("PUT", "/v1/clusters/c1".to_owned()),
         ("POST", format!("/jobs/{job}/savepoints")),
     ] {
-        let (status, body) = call(&app, &method, &path, Some(READ), Some(json!({}))).await;
+        let (status, body) = call(&app, method, &path, Some(READ), Some(json!({}))).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
     }
     // HEAD is a read.
