@@ -60,6 +60,14 @@ impl From<StoreError> for ApiError {
                     "the database is unavailable; try again later",
                 )
             }
+            StoreError::Unstorable(cause) => {
+                tracing::warn!(error = %cause, "a value the database cannot keep");
+                Self::bad_request(
+                    "the request holds a value the database cannot keep exactly (a \\u0000 \
+                     character, or a number at the limits of double precision); nothing was \
+                     stored",
+                )
+            }
             other => {
                 tracing::error!(error = %other, "database error");
                 Self::new(

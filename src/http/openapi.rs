@@ -383,13 +383,15 @@ pub fn operations() -> Vec<Operation> {
 fn schemas() -> Value {
     let nullable_time = json!({"type": "string", "format": "date-time", "nullable": true});
     let time = json!({"type": "string", "format": "date-time"});
+    // Any object is accepted and kept as sent (the contract checks only that it is an
+    // object), so the fields Flink writes are described, not constrained.
     let failure_cause = json!({
         "type": "object",
-        "description": "Flink's SerializedThrowable JSON",
+        "description": "Flink's SerializedThrowable JSON; any object is accepted and kept as sent",
         "properties": {
-            "class": {"type": "string"},
-            "stack-trace": {"type": "string"},
-            "serialized-throwable": {"type": "string"}
+            "class": {"description": "the exception class (Flink writes a string)"},
+            "stack-trace": {"description": "the stack trace (Flink writes a string)"},
+            "serialized-throwable": {"description": "the serialized exception, base64 (Flink writes a string)"}
         },
         "additionalProperties": true
     });

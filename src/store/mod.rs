@@ -17,6 +17,7 @@ mod operations_sql;
 pub mod postgres;
 mod results_sql;
 pub mod sqlite;
+pub mod timed;
 
 pub use operations::{
     Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationKey, OperationKind,
@@ -42,6 +43,11 @@ pub enum StoreError {
     /// The schema cannot be brought to this version (see the message).
     #[error("{0}")]
     Migration(String),
+    /// The database cannot keep a value of the request as it was sent (PostgreSQL: a
+    /// `\u0000` in text or jsonb, or a number its jsonb prints back in a form that cannot be
+    /// read again). Nothing was stored.
+    #[error("value the database cannot keep: {0}")]
+    Unstorable(#[source] sqlx::Error),
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -62,8 +68,13 @@ impl From<sqlx::Error> for StoreError {
                     || code.starts_with("57P")
                     || code.starts_with("53")
                     || matches!(code.as_ref(), "5" | "6" | "517" | "262");
+                // PostgreSQL's class 22, data exceptions: a value of the request that the
+                // column cannot hold (22P05 `\u0000` in jsonb, 22021 NUL in text, ...).
+                let unstorable = code.len() == 5 && code.starts_with("22");
                 if unavailable {
                     StoreError::Unavailable(e)
+                } else if unstorable {
+                    StoreError::Unstorable(e)
                 } else {
                     StoreError::Database(e)
                 }
@@ -331,13 +342,40 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// A pooled connection idle longer than this is pinged before it is handed out.
+const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// sqlx pings every connection when it goes back to the pool and, by default, again when it
+/// is taken out: a round trip before every statement. The ping on the way out stays (it
+/// also finds connections left broken); the one on the way in is kept for connections that
+/// sat idle long enough to have been lost since (a restarted server, a dropped network),
+/// and skipped for the others (BENCHMARKS.md: status polls 1.6x the throughput).
+pub(crate) fn ping_only_idle<DB: sqlx::Database>(
+    options: sqlx::pool::PoolOptions<DB>,
+) -> sqlx::pool::PoolOptions<DB> {
+    options
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_IDLE_AFTER {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// Opens the store the URL names, applying migrations first when asked to.
 pub async fn open(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
     let url = config.url.as_str();
+    // Every call bounded by the timeout, not only the wait for a connection.
+    let timed = |store: Arc<dyn Store>| -> Arc<dyn Store> {
+        Arc::new(timed::Timed::new(store, config.acquire_timeout))
+    };
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(postgres::PgStore::open(config).await?))
+        Ok(timed(Arc::new(postgres::PgStore::open(config).await?)))
     } else if url.starts_with("sqlite:") {
-        Ok(Arc::new(sqlite::SqliteStore::open(config).await?))
+        Ok(timed(Arc::new(sqlite::SqliteStore::open(config).await?)))
     } else {
         anyhow::bail!(
             "unsupported --database-url {}: use postgres://... or sqlite://PATH",
@@ -375,6 +413,22 @@ pub(crate) fn result_table(kind: ResultKind) -> (&'static str, &'static str) {
         ResultKind::Job => ("job_results", "job_id"),
         ResultKind::Application => ("application_results", "application_id"),
     }
+}
+
+/// The statement [`Store::list_results`] runs on a backend (parameters: cluster, cursor,
+/// limit), for EXPLAIN: `jobstore-bench` shows its plan.
+pub fn list_results_sql(
+    backend: migrate::Backend,
+    kind: ResultKind,
+    filter: StateFilter,
+) -> String {
+    let dialect = match backend {
+        migrate::Backend::Postgres => results_sql::POSTGRES,
+        migrate::Backend::Sqlite => results_sql::SQLITE,
+    };
+    results_sql::ResultSql::new(kind, dialect)
+        .list(filter)
+        .to_owned()
 }
 
 /// Implements [`Store`] for a backend whose inherent `*_impl` methods come from

@@ -212,6 +212,9 @@ macro_rules! operation_store_methods {
                 Outcome::Location(l) => (Some(l.as_str()), None),
                 Outcome::FailureCause(c) => (None, Some(sqlx::types::Json(c))),
             };
+            // Read back before committing, as for results: a failure-cause that could not
+            // be read again is refused rather than stored.
+            let mut tx = self.write.begin().await?;
             let row = sqlx::query(sqlx::AssertSqlSafe(self.ops.complete.as_str()))
                 .bind(k.cluster.as_str())
                 .bind(k.job.to_string())
@@ -219,11 +222,15 @@ macro_rules! operation_store_methods {
                 .bind(location)
                 .bind(cause)
                 .bind(fence)
-                .fetch_optional(&self.write)
+                .fetch_optional(&mut *tx)
                 .await?;
             if let Some(row) = row {
-                return Ok($crate::store::operations::operation_from_row(&row)?);
+                let op = $crate::store::operations::operation_from_row(&row)
+                    .map_err(StoreError::Unstorable)?;
+                tx.commit().await?;
+                return Ok(op);
             }
+            drop(tx);
             let row = sqlx::query(sqlx::AssertSqlSafe(self.ops.select.as_str()))
                 .bind(k.cluster.as_str())
                 .bind(k.job.to_string())

@@ -42,7 +42,7 @@ impl PgStore {
             let applied = outcome?;
             tracing::info!(applied, "PostgreSQL schema is current");
         }
-        let pool = PgPoolOptions::new()
+        let pool = super::ping_only_idle(PgPoolOptions::new())
             .max_connections(config.max_connections.max(1))
             .acquire_timeout(config.acquire_timeout)
             .connect_lazy_with(options);

@@ -39,7 +39,7 @@ impl SqliteStore {
             .log_statements(tracing::log::LevelFilter::Trace);
         // SQLite has one writer: one connection takes every write, in order, so that no
         // "database is locked" can come of two writers; readers work beside it (WAL).
-        let write = SqlitePoolOptions::new()
+        let write = super::ping_only_idle(SqlitePoolOptions::new())
             .max_connections(1)
             .acquire_timeout(config.acquire_timeout)
             .connect_with(options.clone())
@@ -49,7 +49,7 @@ impl SqliteStore {
             let applied = migrate::migrate_sqlite(&mut conn).await?;
             tracing::info!(applied, "SQLite schema is current");
         }
-        let read = SqlitePoolOptions::new()
+        let read = super::ping_only_idle(SqlitePoolOptions::new())
             .max_connections(config.max_connections.max(1))
             .acquire_timeout(config.acquire_timeout)
             .connect_with(options.read_only(true))

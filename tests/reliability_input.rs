@@ -1,0 +1,1045 @@
+//! Hostile and broken input against real `jobstore serve` processes, on SQLite and on
+//! PostgreSQL: very long and strange ids and paths (non-ASCII, percent-encoded, `..`),
+//! deeply nested JSON, values a database cannot keep (`\u0000`, numbers at the edge of
+//! f64), 100 MB bodies (413, memory stays bounded), a client that trickles its body (cut off
+//! by --request-timeout), 600 idle connections beside a new client, and every error body:
+//! the contract's `{"errors": [...]}`, never SQL or database text.
+//!
+//! Figures: `cargo test --test reliability_input -- --nocapture 2>&1 | grep RELIABILITY`.
+
+mod common;
+mod reliability_support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use common::PgDatabase;
+use reliability_support::{
+    HEAVY, Http, Kind, Reply, Serve, assert_error_body, hex, raw_reply, raw_request,
+};
+
+/// A serve process on each backend (the guard keeps the PostgreSQL database alive).
+struct Backends {
+    servers: Vec<(&'static str, Serve)>,
+    _db: PgDatabase,
+    _dir: tempfile::TempDir,
+}
+
+async fn backends(extra: &[&str]) -> Backends {
+    let dir = tempfile::tempdir().unwrap();
+    let db = PgDatabase::create().await;
+    let sqlite = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let a = Serve::start(dir.path(), "sqlite", &sqlite, extra).await;
+    let b = Serve::start(dir.path(), "postgres", &db.url, extra).await;
+    Backends {
+        servers: vec![("sqlite", a), ("postgres", b)],
+        _db: db,
+        _dir: dir,
+    }
+}
+
+fn addr(s: &Serve) -> String {
+    format!("127.0.0.1:{}", s.port)
+}
+
+/// A raw request with these exact bytes of path (no client-side normalisation).
+async fn raw_get(s: &Serve, method: &str, path: &[u8]) -> (u16, Reply) {
+    let mut request = format!("{method} ").into_bytes();
+    request.extend_from_slice(path);
+    request.extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let (status, answer) = raw_request(&addr(s), &request, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| panic!("{method} {}: {e}", String::from_utf8_lossy(path)));
+    (status, raw_reply(status, &answer))
+}
+
+/// Tallies error answers for the figures.
+#[derive(Default)]
+struct Tally {
+    requests: u64,
+    statuses: BTreeMap<u16, u64>,
+    error_bodies_checked: u64,
+}
+
+impl Tally {
+    #[track_caller]
+    fn check(&mut self, context: &str, r: &Reply, expected: &[u16]) {
+        self.requests += 1;
+        *self.statuses.entry(r.status).or_default() += 1;
+        assert!(
+            expected.contains(&r.status),
+            "{context}: answered {} (expected {expected:?}): {}",
+            r.status,
+            r.body
+        );
+        if r.status >= 400 {
+            assert_error_body(context, r);
+            self.error_bodies_checked += 1;
+        }
+    }
+
+    fn server_errors(&self) -> u64 {
+        self.statuses
+            .iter()
+            .filter(|(s, _)| **s >= 500)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn long_strange_and_traversing_paths_are_rejected() {
+    let _heavy = HEAVY.lock().await;
+    let b = backends(&[]).await;
+    let http = Http::default();
+    let mut tally = Tally::default();
+    for (name, s) in &b.servers {
+        // An entry a traversal would try to reach.
+        let victim = hex();
+        let r = http
+            .post(
+                &Kind::Job.base(&s.base, "victim"),
+                Some(&json!({"result": Kind::Job.result(&victim, 1), "version": 1})),
+            )
+            .await
+            .unwrap();
+        tally.check("create", &r, &[201]);
+        let id = hex();
+        let c128 = "c".repeat(128);
+        let cases: Vec<(String, &[u16])> = vec![
+            // Longest cluster id: fine; one more, or far more: 400.
+            (format!("/v1/clusters/{c128}/job-results/{id}"), &[404]),
+            (format!("/v1/clusters/{c128}c/job-results/{id}"), &[400]),
+            (
+                format!("/v1/clusters/{}/job-results", "c".repeat(20_000)),
+                &[400],
+            ),
+            (
+                format!("/v1/clusters/c/job-results/{}", "a".repeat(20_000)),
+                &[400],
+            ),
+            (format!("/v1/clusters/c/job-results/{id}0"), &[400]),
+            (
+                format!("/v1/clusters/c/application-results/{}", "F".repeat(33)),
+                &[400],
+            ),
+            (
+                format!("/jobs/{}/savepoints/{id}", "b".repeat(5_000)),
+                &[400],
+            ),
+            (
+                format!("/v1/clusters/c/jobs/{id}/savepoints/{}", "z".repeat(5_000)),
+                &[400],
+            ),
+            (
+                format!("/v1/clusters/c/job-results?after={}", "a".repeat(40_000)),
+                &[400],
+            ),
+            (
+                "/v1/clusters/c/job-results?limit=99999999999999999999999".into(),
+                &[400],
+            ),
+            ("/v1/clusters/c/job-results?state=%00".into(), &[400]),
+            (
+                "/v1/clusters/c/savepoint-operations?job-id=%FF&status=x".into(),
+                &[400],
+            ),
+            // Non-ASCII and percent-encoded segments.
+            ("/v1/clusters/%C3%A9t%C3%A9/job-results".into(), &[400]),
+            ("/v1/clusters/%FF%FE/job-results".into(), &[400]),
+            ("/v1/clusters/a%00b/job-results".into(), &[400]),
+            ("/v1/clusters/a%2Fb/job-results".into(), &[400]),
+            (
+                "/v1/clusters/victim%2F..%2Fvictim/job-results".into(),
+                &[400],
+            ),
+            ("/v1/clusters/c/job-results/%2e%2e".into(), &[400]),
+            (
+                "/v1/clusters/c/job-results/%2e%2e%2f%2e%2e%2fvictim".into(),
+                &[400],
+            ),
+            ("/jobs/%F0%9F%92%A3/savepoints".into(), &[400, 404, 405]),
+            // A percent-encoded valid id is that id (absent here: 404); upper case is fine.
+            (
+                format!("/v1/clusters/c/job-results/%33{}", &id[1..]),
+                &[404],
+            ),
+            (
+                format!("/v1/clusters/victim/job-results/{}", victim.to_uppercase()),
+                &[200],
+            ),
+            (
+                format!(
+                    "/v1/clusters/victim/job-results/{}",
+                    victim
+                        .bytes()
+                        .map(|b| format!("%{b:02X}"))
+                        .collect::<String>()
+                ),
+                &[200],
+            ),
+            // `..` never reaches another cluster's entry.
+            (
+                format!("/v1/clusters/other/../victim/job-results/{victim}"),
+                &[404],
+            ),
+            (
+                format!("/v1/clusters/victim/job-results/../job-results/{victim}"),
+                &[404],
+            ),
+            (
+                format!("/v1/clusters/victim/job-results/x/../{victim}"),
+                &[404],
+            ),
+            (format!("/v1/clusters/%2e%2e/job-results/{victim}"), &[404]),
+            (format!("/v1/clusters/./job-results/{victim}"), &[404]),
+            (
+                format!("/v1/clusters/other/job-results/..%2F..%2Fvictim%2Fjob-results%2F{victim}"),
+                &[400],
+            ),
+            (
+                format!("/v1/clusters/victim/job-results/{victim}/../../../../etc/passwd"),
+                &[404],
+            ),
+            (
+                format!("/../v1/clusters/other/job-results/{victim}"),
+                &[404],
+            ),
+        ];
+        for (path, expected) in &cases {
+            let (_, r) = raw_get(s, "GET", path.as_bytes()).await;
+            let context = format!("{name}: GET {}", &path[..path.len().min(120)]);
+            tally.check(&context, &r, expected);
+            if r.status == 400 {
+                // No amplification: our messages quote at most 64 characters of input;
+                // Flink's own messages (the `/jobs/...` routes) quote the value whole.
+                let message = assert_error_body(&context, &r);
+                let bound = if path.contains("/savepoints") {
+                    path.len() + 200
+                } else {
+                    600
+                };
+                assert!(
+                    message.len() < bound,
+                    "{context}: a message of {} bytes",
+                    message.len()
+                );
+            }
+        }
+        // Raw non-ASCII bytes (not percent-encoded) are refused by the HTTP parser: a 400
+        // without our body (it never reaches the router), never a 5xx or a hang.
+        let (status, r) = raw_get(s, "GET", "/v1/clusters/été/job-results".as_bytes()).await;
+        tally.requests += 1;
+        *tally.statuses.entry(status).or_default() += 1;
+        assert!(
+            (400..500).contains(&status),
+            "{name}: raw UTF-8 path: {status} {}",
+            r.body
+        );
+        if r.content_type.starts_with("application/json") {
+            assert_error_body("raw UTF-8 path", &r);
+        }
+        // The victim is untouched, and only reachable under its cluster.
+        let r = http
+            .get(&format!("{}/{victim}", Kind::Job.base(&s.base, "victim")))
+            .await
+            .unwrap();
+        tally.check("victim", &r, &[200]);
+        assert_eq!(r.json()["result"], Kind::Job.result(&victim, 1));
+    }
+    eprintln!(
+        "RELIABILITY long_strange_and_traversing_paths_are_rejected: backends=2 requests={} \
+         answers={:?} error bodies checked={} 5xx={}",
+        tally.requests,
+        tally.statuses,
+        tally.error_bodies_checked,
+        tally.server_errors()
+    );
+    assert_eq!(tally.server_errors(), 0);
+}
+
+fn nested(depth: usize) -> String {
+    format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
+    let _heavy = HEAVY.lock().await;
+    let b = backends(&["--savepoint-dir", "file:///sp"]).await;
+    let http = Http::default();
+    let mut tally = Tally::default();
+    let mut kept = 0;
+    for (name, s) in &b.servers {
+        let post_raw = |path: String, body: String| {
+            let http = http.clone();
+            let url = format!("{}{path}", s.base);
+            async move {
+                let start = Instant::now();
+                let r = http
+                    .client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+                let status = r.status().as_u16();
+                let content_type = r
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                Reply {
+                    status,
+                    content_type,
+                    body: r.text().await.unwrap(),
+                    elapsed: start.elapsed(),
+                }
+            }
+        };
+        let job = hex();
+        let deep = nested(200_000);
+        // Deeply nested JSON: past serde's recursion limit, on every route with a body.
+        for (path, body) in [
+            (
+                "/v1/clusters/c/job-results".to_owned(),
+                format!("{{\"result\": {deep}, \"version\": 1}}"),
+            ),
+            (
+                "/v1/clusters/c/application-results".to_owned(),
+                format!("{{\"result\": {{\"x\": {deep}}}}}"),
+            ),
+            (
+                format!("/jobs/{job}/savepoints"),
+                format!("{{\"target-directory\": {deep}}}"),
+            ),
+            (format!("/v1/clusters/c/jobs/{job}/stop"), deep.clone()),
+            (
+                format!("/v1/clusters/c/jobs/{job}/savepoints/{}/complete", hex()),
+                format!("{{\"failure-cause\": {deep}}}"),
+            ),
+            (
+                "/v1/clusters/c".to_owned(),
+                format!("{{\"savepoint-directory\": {deep}}}"),
+            ),
+        ] {
+            let r = if path == "/v1/clusters/c" {
+                let r = http
+                    .client
+                    .put(format!("{}{path}", s.base))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                Reply {
+                    status: r.status().as_u16(),
+                    content_type: r.headers()["content-type"].to_str().unwrap().to_owned(),
+                    body: r.text().await.unwrap(),
+                    elapsed: Duration::ZERO,
+                }
+            } else {
+                post_raw(path.clone(), body).await
+            };
+            tally.check(&format!("{name}: deep JSON to {path}"), &r, &[400, 404]);
+        }
+        // Nesting within the limit in an unknown field is kept exactly.
+        for kind in [Kind::Job, Kind::Application] {
+            let id = hex();
+            let mut result = kind.result(&id, 7);
+            let inner: Value = serde_json::from_str(&nested(100)).unwrap();
+            result["deeply-nested"] = inner;
+            result["unicode"] = json!("é ☃ 𝄞 \u{7f} \u{1} \" \\ \t");
+            result["big-integer"] = json!(u64::MAX);
+            result["negative"] = json!(i64::MIN);
+            result["float"] = json!(0.1);
+            result["tiny"] = json!(5e-324);
+            let body = json!({"result": result, "version": 1});
+            let r = http
+                .post(&kind.base(&s.base, "awkward"), Some(&body))
+                .await
+                .unwrap();
+            tally.check(&format!("{name}: awkward {kind:?}"), &r, &[201]);
+            let r = http
+                .get(&format!("{}/{id}", kind.base(&s.base, "awkward")))
+                .await
+                .unwrap();
+            tally.check(&format!("{name}: read awkward {kind:?}"), &r, &[200]);
+            assert_eq!(
+                r.json()["result"],
+                result,
+                "{name}: {kind:?} not kept as sent"
+            );
+            kept += 1;
+        }
+        // Values a database may not be able to keep: answered 201 and kept exactly, or
+        // 400 with nothing stored; never a 5xx, never a row that cannot be read back.
+        let awkward_values = [
+            json!("before \u{0} after"),
+            json!(1.7976931348623157e308),
+            json!(-1.7976931348623157e308),
+            json!({"k\u{0}": 1}),
+        ];
+        for (i, value) in awkward_values.iter().enumerate() {
+            for kind in [Kind::Job, Kind::Application] {
+                let id = hex();
+                let mut result = kind.result(&id, i as u64);
+                result["awkward"] = value.clone();
+                let base = kind.base(&s.base, "edge");
+                let r = http
+                    .post(&base, Some(&json!({"result": result, "version": 1})))
+                    .await
+                    .unwrap();
+                let context = format!("{name}: {kind:?} with {value}");
+                tally.check(&context, &r, &[201, 400]);
+                let read = http.get(&format!("{base}/{id}")).await.unwrap();
+                if r.status == 201 {
+                    tally.check(&context, &read, &[200]);
+                    assert_eq!(read.json()["result"], result, "{context}: not kept as sent");
+                    kept += 1;
+                } else {
+                    tally.check(&context, &read, &[404]);
+                }
+                // The cluster's listing still answers (no row poisons it).
+                let list = http.get(&base).await.unwrap();
+                tally.check(&context, &list, &[200]);
+            }
+        }
+        // The same in savepoint operations and cluster settings.
+        let sp = format!("{}/v1/clusters/edge", s.base);
+        for (i, dir) in ["file:///sp/\u{0}", "file:///sp/ok"].iter().enumerate() {
+            let trigger = hex();
+            let r = http
+                .post(
+                    &format!("{sp}/jobs/{job}/savepoints"),
+                    Some(&json!({"target-directory": dir, "triggerId": trigger})),
+                )
+                .await
+                .unwrap();
+            tally.check(&format!("{name}: trigger {i}"), &r, &[202, 400]);
+            let r = http
+                .post(
+                    &format!("{sp}/jobs/{job}/savepoints/{trigger}/complete"),
+                    Some(
+                        &json!({"failure-cause": {"class": "x\u{0}", "n": 1.7976931348623157e308}}),
+                    ),
+                )
+                .await
+                .unwrap();
+            tally.check(&format!("{name}: complete {i}"), &r, &[200, 400, 404]);
+            let r = http
+                .get(&format!("{sp}/jobs/{job}/savepoints/{trigger}"))
+                .await
+                .unwrap();
+            tally.check(&format!("{name}: status {i}"), &r, &[200, 404]);
+        }
+        let r = http
+            .get(&format!("{sp}/savepoint-operations"))
+            .await
+            .unwrap();
+        tally.check(&format!("{name}: operations"), &r, &[200]);
+        let r = http
+            .client
+            .put(&sp)
+            .json(&json!({"flink-rest-url": null, "savepoint-directory": "s3://b/\u{0}"}))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let reply = Reply {
+            status,
+            content_type: r.headers()["content-type"].to_str().unwrap().to_owned(),
+            body: r.text().await.unwrap(),
+            elapsed: Duration::ZERO,
+        };
+        tally.check(
+            &format!("{name}: PUT cluster with NUL"),
+            &reply,
+            &[200, 400],
+        );
+        let r = http.get(&format!("{}/v1/clusters", s.base)).await.unwrap();
+        tally.check(&format!("{name}: clusters"), &r, &[200]);
+        // Not JSON, not UTF-8, a byte-order mark, JSON of the wrong shape.
+        for body in [
+            "{\"result\":".to_owned(),
+            String::from_utf8_lossy(b"{\"result\": {\"id\": \"\xff\xfe\"}}").into_owned(),
+            "\u{feff}{\"result\": {}}".to_owned(),
+            "[]".to_owned(),
+            "null".to_owned(),
+            "1e999999".to_owned(),
+            format!("{{\"result\": {{\"id\": \"{job}\"}}, \"version\": 18446744073709551616}}"),
+        ] {
+            let r = post_raw("/v1/clusters/c/job-results".into(), body.clone()).await;
+            tally.check(
+                &format!("{name}: body {:?}", &body[..body.len().min(40)]),
+                &r,
+                &[400],
+            );
+        }
+    }
+    eprintln!(
+        "RELIABILITY hostile_json_is_rejected_and_awkward_json_is_kept: backends=2 requests={} \
+         answers={:?} kept exactly={kept} error bodies checked={} 5xx={}",
+        tally.requests,
+        tally.statuses,
+        tally.error_bodies_checked,
+        tally.server_errors()
+    );
+    assert_eq!(tally.server_errors(), 0);
+}
+
+/// Writes up to `total` bytes of body in chunks while watching for an answer; returns the
+/// answer and how many bytes were written before it came (the server may close early).
+async fn stream_body(
+    s: &Serve,
+    head: &str,
+    chunked: bool,
+    total: usize,
+    limit: Duration,
+) -> (Result<(u16, String), String>, usize) {
+    let mut stream = tokio::net::TcpStream::connect(addr(s)).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 256 * 1024];
+    let (mut reader, mut writer) = stream.into_split();
+    let writing = tokio::spawn(async move {
+        let mut written = 0usize;
+        while written < total {
+            let n = chunk.len().min(total - written);
+            let ok = if chunked {
+                let mut frame = format!("{n:x}\r\n").into_bytes();
+                frame.extend_from_slice(&chunk[..n]);
+                frame.extend_from_slice(b"\r\n");
+                writer.write_all(&frame).await
+            } else {
+                writer.write_all(&chunk[..n]).await
+            };
+            if ok.is_err() {
+                break;
+            }
+            written += n;
+        }
+        if chunked && written >= total {
+            let _ = writer.write_all(b"0\r\n\r\n").await;
+        }
+        (written, writer)
+    });
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut buf = Vec::new();
+    let mut piece = [0u8; 8192];
+    let answer = loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let text = String::from_utf8_lossy(&buf).to_string();
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + length {
+                let status = text
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                break Ok((status, text));
+            }
+        }
+        match tokio::time::timeout_at(deadline, reader.read(&mut piece)).await {
+            Err(_) => break Err("no answer in time".to_owned()),
+            Ok(Ok(0)) => break Err(format!("closed after {:?}", String::from_utf8_lossy(&buf))),
+            Ok(Ok(n)) => buf.extend_from_slice(&piece[..n]),
+            Ok(Err(e)) => break Err(e.to_string()),
+        }
+    };
+    writing.abort();
+    let written = match writing.await {
+        Ok((w, _)) => w,
+        Err(_) => 0,
+    };
+    (answer, written)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hundred_megabyte_bodies_are_413_and_memory_stays_bounded() {
+    let _heavy = HEAVY.lock().await;
+    let b = backends(&[]).await;
+    let hundred_mb = 100 * 1024 * 1024;
+    let mut figures = Vec::new();
+    for (name, s) in &b.servers {
+        let before = s.rss_kib();
+        let mut peak = before;
+        let id = hex();
+        let cases = [
+            ("declared Content-Length, create", format!("POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {hundred_mb}\r\n\r\n"), false, &[413u16][..]),
+            ("chunked, create", "POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".to_owned(), true, &[413][..]),
+            ("chunked, trigger", format!("POST /jobs/{id}/savepoints HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"), true, &[413][..]),
+            ("chunked, PUT cluster", "PUT /v1/clusters/c HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".to_owned(), true, &[413][..]),
+            ("declared, mark-clean (body unread)", format!("POST /v1/clusters/c/job-results/{id}/clean HTTP/1.1\r\nHost: x\r\nContent-Length: {hundred_mb}\r\n\r\n"), false, &[404][..]),
+            ("chunked, GET (body unread)", "GET /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_owned(), true, &[200][..]),
+        ];
+        for (what, head, chunked, expected) in cases {
+            let start = Instant::now();
+            let (answer, written) =
+                stream_body(s, &head, chunked, hundred_mb, Duration::from_secs(30)).await;
+            let (status, text) = answer.unwrap_or_else(|e| panic!("{name}: {what}: {e}"));
+            assert!(
+                expected.contains(&status),
+                "{name}: {what}: {status} {text}"
+            );
+            if status >= 400 {
+                assert_error_body(&format!("{name}: {what}"), &raw_reply(status, &text));
+            }
+            peak = peak.max(s.rss_kib());
+            figures.push(format!(
+                "{name} {what}: {status} after {:.2}s and {} MiB sent",
+                start.elapsed().as_secs_f64(),
+                written / (1024 * 1024)
+            ));
+        }
+        // Still serving.
+        let r = Http::default()
+            .get(&format!("{}/healthz", s.base))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200);
+        let grown = peak.saturating_sub(before);
+        figures.push(format!(
+            "{name}: RSS {before} KiB before, peak {peak} KiB (+{grown} KiB)"
+        ));
+        assert!(grown < 64 * 1024, "{name}: memory grew by {grown} KiB");
+    }
+    eprintln!(
+        "RELIABILITY hundred_megabyte_bodies_are_413_and_memory_stays_bounded: {}",
+        figures.join("; ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_trickling_its_body_is_cut_off_by_the_request_timeout() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let s = Serve::start(dir.path(), "serve", &url, &["--request-timeout", "2s"]).await;
+    let id = hex();
+    let body = json!({"result": Kind::Job.result(&id, 1), "version": 1}).to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr(&s)).await.unwrap();
+    let head = format!(
+        "POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let start = Instant::now();
+    // One byte every 100 ms: the whole body would take over 20 s.
+    let (mut reader, mut writer) = stream.into_split();
+    let bytes = body.clone().into_bytes();
+    let trickle = tokio::spawn(async move {
+        for b in bytes.iter().take(bytes.len() - 1) {
+            if writer.write_all(&[*b]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        writer
+    });
+    let mut buf = Vec::new();
+    let mut piece = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(&buf).contains("\r\n\r\n{") || !buf.ends_with(b"}") {
+        match tokio::time::timeout_at(deadline, reader.read(&mut piece)).await {
+            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&piece[..n]),
+            other => panic!(
+                "no answer to the trickling client: {other:?} {:?}",
+                String::from_utf8_lossy(&buf)
+            ),
+        }
+    }
+    let elapsed = start.elapsed();
+    trickle.abort();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status: u16 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_eq!(status, 408, "{text}");
+    assert_error_body("trickling client", &raw_reply(status, &text));
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "cut off after {elapsed:?}"
+    );
+    // Nothing was stored, and the server serves others.
+    let r = Http::default()
+        .get(&format!("{}/{id}", Kind::Job.base(&s.base, "c")))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 404);
+    eprintln!(
+        "RELIABILITY a_client_trickling_its_body_is_cut_off_by_the_request_timeout: \
+         --request-timeout 2s, body of {} bytes at 10 bytes/s: answered {status} after {:.2}s",
+        body.len(),
+        elapsed.as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn six_hundred_idle_connections_do_not_stop_a_new_client() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let s = Serve::start(dir.path(), "serve", &url, &[]).await;
+    let mut idle = Vec::new();
+    for i in 0..600 {
+        let mut c = tokio::net::TcpStream::connect(addr(&s))
+            .await
+            .unwrap_or_else(|e| panic!("idle connection {i}: {e}"));
+        // A third of them sent half a request head and stopped.
+        if i % 3 == 0 {
+            c.write_all(b"POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\n")
+                .await
+                .unwrap();
+        }
+        idle.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let http = Http::new(Duration::from_secs(5));
+    let mut slowest = Duration::ZERO;
+    for i in 0..20u64 {
+        let id = hex();
+        let r = http
+            .post(
+                &Kind::Job.base(&s.base, "c"),
+                Some(&json!({"result": Kind::Job.result(&id, i), "version": 1})),
+            )
+            .await
+            .expect("a new client is served beside 600 idle connections");
+        assert_eq!(r.status, 201, "{}", r.body);
+        slowest = slowest.max(r.elapsed);
+        let r = http.get(&format!("{}/healthz", s.base)).await.unwrap();
+        assert_eq!(r.status, 200);
+        slowest = slowest.max(r.elapsed);
+    }
+    // A raw request on a new connection too.
+    let (status, _) = raw_request(
+        &addr(&s),
+        b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    drop(idle);
+    eprintln!(
+        "RELIABILITY six_hundred_idle_connections_do_not_stop_a_new_client: idle=600 (200 with \
+         half a request head), server fds={fds}, 40 requests of a new client, slowest {:.3}s",
+        slowest.as_secs_f64()
+    );
+    assert!(slowest < Duration::from_secs(2));
+}
+
+/// Every kind of error the API gives, on both backends: the contract's body, no database
+/// text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_error_body_is_the_contracts() {
+    let _heavy = HEAVY.lock().await;
+    let b = backends(&[]).await;
+    let http = Http::default();
+    let mut tally = Tally::default();
+    for (name, s) in &b.servers {
+        let base = &s.base;
+        let id = hex();
+        let job = hex();
+        let trigger = hex();
+        let send = |method: reqwest::Method,
+                    path: String,
+                    ct: Option<&'static str>,
+                    body: Option<String>| {
+            let http = http.clone();
+            let url = format!("{base}{path}");
+            async move {
+                let mut rb = http.client.request(method, &url);
+                if let Some(ct) = ct {
+                    rb = rb.header("content-type", ct);
+                }
+                if let Some(body) = body {
+                    rb = rb.body(body);
+                }
+                let r = rb.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
+                Reply {
+                    status: r.status().as_u16(),
+                    content_type: r
+                        .headers()
+                        .get("content-type")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_owned(),
+                    body: r.text().await.unwrap(),
+                    elapsed: Duration::ZERO,
+                }
+            }
+        };
+        use reqwest::Method as M;
+        let good = json!({"result": Kind::Job.result(&id, 1), "version": 1}).to_string();
+        let j = Some("application/json");
+        type Case = (M, String, Option<&'static str>, Option<String>, u16);
+        let cases: Vec<Case> = vec![
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                j,
+                Some(good.clone()),
+                201,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                j,
+                Some(good.clone()),
+                409,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                Some("text/plain"),
+                Some(good.clone()),
+                415,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                None,
+                Some(good.clone()),
+                415,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                j,
+                Some("{".into()),
+                400,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                j,
+                Some("{\"result\": {\"id\": 1}}".into()),
+                400,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                j,
+                Some(json!({"result": {"id": hex(), "net-runtime": -1}}).to_string()),
+                400,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                j,
+                Some(json!({"result": {"id": hex(), "application-status": "x"}}).to_string()),
+                400,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/job-results".into(),
+                j,
+                Some(json!({"result": {"id": hex()}, "version": 2}).to_string()),
+                400,
+            ),
+            (
+                M::POST,
+                "/v1/clusters/c/application-results".into(),
+                j,
+                Some(json!({"result": {"id": hex()}}).to_string()),
+                400,
+            ),
+            (
+                M::POST,
+                format!("/v1/clusters/c/job-results/{}/clean", hex()),
+                None,
+                None,
+                404,
+            ),
+            (
+                M::GET,
+                format!("/v1/clusters/c/job-results/{}", hex()),
+                None,
+                None,
+                404,
+            ),
+            (
+                M::DELETE,
+                format!("/v1/clusters/c/application-results/{}", hex()),
+                None,
+                None,
+                404,
+            ),
+            (
+                M::GET,
+                "/v1/clusters/c/job-results?state=weird".into(),
+                None,
+                None,
+                400,
+            ),
+            (
+                M::GET,
+                "/v1/clusters/c/job-results?limit=0".into(),
+                None,
+                None,
+                400,
+            ),
+            (
+                M::GET,
+                "/v1/clusters/c/job-results?after=zz".into(),
+                None,
+                None,
+                400,
+            ),
+            (
+                M::PATCH,
+                "/v1/clusters/c/job-results".into(),
+                None,
+                None,
+                405,
+            ),
+            (M::DELETE, "/v1/clusters".into(), None, None, 405),
+            (M::GET, "/v2/nothing/here".into(), None, None, 404),
+            (M::GET, "/".into(), None, None, 404),
+            (
+                M::POST,
+                format!("/jobs/{job}/savepoints"),
+                j,
+                Some("{}".into()),
+                400,
+            ),
+            (
+                M::POST,
+                format!("/jobs/{job}/stop"),
+                j,
+                Some("[1]".into()),
+                400,
+            ),
+            (
+                M::POST,
+                format!("/jobs/{job}/savepoints"),
+                j,
+                Some("{\"triggerId\": \"nope\"}".into()),
+                400,
+            ),
+            (
+                M::POST,
+                format!("/jobs/{job}/savepoints"),
+                j,
+                Some(format!(
+                    "{{\"target-directory\": \"file:///x\", \"triggerId\": \"{trigger}\"}}"
+                )),
+                202,
+            ),
+            (
+                M::GET,
+                format!("/jobs/{job}/savepoints/{}", hex()),
+                None,
+                None,
+                404,
+            ),
+            (
+                M::GET,
+                format!("/jobs/not-a-job/savepoints/{trigger}"),
+                None,
+                None,
+                400,
+            ),
+            (
+                M::POST,
+                format!("/v1/clusters/default/jobs/{job}/savepoints/{trigger}/complete"),
+                j,
+                Some("{}".into()),
+                400,
+            ),
+            (
+                M::POST,
+                format!("/v1/clusters/default/jobs/{job}/savepoints/{trigger}/complete"),
+                j,
+                Some("{\"location\": \"a\", \"failure-cause\": {}}".into()),
+                400,
+            ),
+            (
+                M::POST,
+                format!("/v1/clusters/default/jobs/{job}/savepoints/{trigger}/complete"),
+                j,
+                Some("{\"location\": \"file:/a\"}".into()),
+                200,
+            ),
+            (
+                M::POST,
+                format!("/v1/clusters/default/jobs/{job}/savepoints/{trigger}/complete"),
+                j,
+                Some("{\"location\": \"file:/b\"}".into()),
+                409,
+            ),
+            (
+                M::POST,
+                format!(
+                    "/v1/clusters/default/jobs/{job}/savepoints/{}/complete",
+                    hex()
+                ),
+                j,
+                Some("{\"location\": \"file:/b\"}".into()),
+                404,
+            ),
+            (
+                M::GET,
+                "/v1/clusters/default/savepoint-operations?status=DONE".into(),
+                None,
+                None,
+                400,
+            ),
+            (
+                M::PUT,
+                "/v1/clusters/c".into(),
+                j,
+                Some("{\"flink-rest-url\": \"not a url\"}".into()),
+                400,
+            ),
+            (
+                M::PUT,
+                "/v1/clusters/c".into(),
+                j,
+                Some("{\"typo\": 1}".into()),
+                400,
+            ),
+            (
+                M::PUT,
+                "/v1/clusters/c".into(),
+                Some("text/plain"),
+                Some("{}".into()),
+                415,
+            ),
+            (
+                M::GET,
+                "/v1/clusters/never-configured".into(),
+                None,
+                None,
+                404,
+            ),
+        ];
+        for (method, path, ct, body, expected) in cases {
+            let context = format!("{name}: {method} {path}");
+            let r = send(method, path, ct, body).await;
+            tally.check(&context, &r, &[expected]);
+        }
+    }
+    eprintln!(
+        "RELIABILITY every_error_body_is_the_contracts: backends=2 requests={} answers={:?} \
+         error bodies checked={} 5xx={}",
+        tally.requests,
+        tally.statuses,
+        tally.error_bodies_checked,
+        tally.server_errors()
+    );
+    assert_eq!(tally.server_errors(), 0);
+}
