@@ -3,7 +3,8 @@
 # PostgreSQL and SQLite, then the suites that run a real Flink 2.3.0.
 #
 # Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres),
-# Java 17 and Python 3 with pip (Flink is installed from PyPI into .flink/ on first use).
+# Java 17 and Python 3 with pip (Flink and schemathesis are installed from PyPI into
+# .flink/ on first use).
 # SKIP_FLINK=1 runs only the Rust suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,9 @@ cargo clippy --all-targets --locked -- -D warnings
 
 step "cargo test (PostgreSQL and SQLite)"
 cargo test --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
+
+step "fuzzing every route of the OpenAPI document (schemathesis)"
+bash scripts/fuzz.sh
 
 if [ "${SKIP_FLINK:-0}" = 1 ]; then
   step "SKIP_FLINK=1: the real-Flink suites were not run"
