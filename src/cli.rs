@@ -12,6 +12,7 @@ use crate::executor::{self, ExecutorConfig};
 use crate::http::auth::Tokens;
 use crate::http::{AppState, HttpConfig};
 use crate::ids::ClusterId;
+use crate::server::ServerLimits;
 use crate::store::{self, ClusterConfig, ConfiguredBy, StoreConfig};
 
 #[derive(Parser, Debug)]
@@ -28,7 +29,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve the HTTP API (applies migrations first).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply the database migrations and exit.
     Migrate(DatabaseArgs),
     /// Load a Flink FileSystemJobResultStore / ApplicationResultStore directory.
@@ -103,6 +104,13 @@ pub struct ServeArgs {
     /// Largest request body, in bytes (413 beyond).
     #[arg(long, env = "JOBSTORE_BODY_LIMIT", default_value_t = 1024 * 1024)]
     pub body_limit: usize,
+    /// A client that has not sent a whole request head this long after the connection asked
+    /// for one is disconnected.
+    #[arg(long, env = "JOBSTORE_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub header_read_timeout: Duration,
+    /// Open client connections at most; new ones past it are closed at once.
+    #[arg(long, env = "JOBSTORE_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
     /// A request that takes longer is answered 408.
     #[arg(long, env = "JOBSTORE_REQUEST_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
@@ -175,7 +183,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => {
                 init_logging(args.log_format, "info");
-                serve(args).await
+                serve(*args).await
             }
             Command::Migrate(args) => {
                 init_logging(LogFormat::Text, "info");
@@ -278,12 +286,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
     tracing::info!(listen = %listener.local_addr()?, "jobstore is serving");
     let stop = shutdown.clone();
-    axum::serve(listener, crate::http::router(state))
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            stop.cancel();
-        })
-        .await?;
+    let limits = ServerLimits {
+        header_read_timeout: args.header_read_timeout,
+        max_connections: args.max_connections,
+    };
+    crate::server::serve(listener, crate::http::router(state), limits, async move {
+        shutdown_signal().await;
+        stop.cancel();
+    })
+    .await?;
     shutdown.cancel();
     if let Some(executor) = executor {
         let _ = executor.await;

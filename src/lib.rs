@@ -7,6 +7,7 @@ pub mod flink;
 pub mod http;
 pub mod ids;
 pub mod metrics;
+pub mod server;
 pub mod store;
 pub mod transfer;
 pub mod wire;

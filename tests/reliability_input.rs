@@ -741,6 +741,108 @@ async fn six_hundred_idle_connections_do_not_stop_a_new_client() {
     assert!(slowest < Duration::from_secs(2));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_trickling_its_request_head_is_disconnected() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let s = Serve::start(dir.path(), "serve", &url, &["--header-read-timeout", "1s"]).await;
+    let mut c = tokio::net::TcpStream::connect(addr(&s)).await.unwrap();
+    let start = std::time::Instant::now();
+    // One header byte every 200 ms: the head never completes; the server hangs up.
+    let mut cut_after = None;
+    for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter() {
+        if c.write_all(&[*b]).await.is_err() {
+            cut_after = Some(start.elapsed());
+            break;
+        }
+        let mut probe = [0u8; 256];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), tokio::io::AsyncReadExt::read(&mut c, &mut probe)).await {
+            // The server answered (408 or closed the connection with 0 bytes read).
+            let _ = n;
+            cut_after = Some(start.elapsed());
+            break;
+        }
+    }
+    let cut_after = cut_after.expect("a trickling request head was never cut off");
+    assert!(
+        cut_after >= Duration::from_millis(900),
+        "cut off too early: {cut_after:?}"
+    );
+    assert!(
+        cut_after < Duration::from_secs(4),
+        "cut off late: {cut_after:?}"
+    );
+    // The server still serves others.
+    let http = Http::new(Duration::from_secs(5));
+    assert_eq!(
+        http.get(&format!("{}/healthz", s.base))
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    eprintln!(
+        "RELIABILITY a_client_trickling_its_request_head_is_disconnected: header-read-timeout=1s, cut off after {:.2}s",
+        cut_after.as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connections_past_the_limit_are_closed_and_the_open_ones_served() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let s = Serve::start(dir.path(), "serve", &url, &["--max-connections", "8"]).await;
+    // Eight keep-alive connections hold every slot.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(tokio::net::TcpStream::connect(addr(&s)).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A ninth is closed at once, without an answer.
+    let refused = raw_request(
+        &addr(&s),
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "a connection past the limit was served: {refused:?}"
+    );
+    // The held ones are served.
+    for c in held.iter_mut() {
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::io::AsyncReadExt::read(c, &mut buf),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(
+            buf[..n].starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+    }
+    // Closing them frees the slots.
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, _) = raw_request(
+        &addr(&s),
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+}
+
 /// Every kind of error the API gives, on both backends: the contract's body, no database
 /// text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
