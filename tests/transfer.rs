@@ -4,8 +4,8 @@
 //! `FileSystemApplicationResultStore` (`scripts/flink-check/run.sh`).
 //!
 //! PostgreSQL comes from `DATABASE_URL`, or `postgres://postgres@127.0.0.1:5432/postgres`
-//! when it is unset; each test creates `jobstore_transfer_<hex>` there and drops it at the
-//! end. Without a reachable server the PostgreSQL tests fail (they never pass without having
+//! when it is unset; each test creates a fresh database there (`tests/common`) and drops it
+//! at the end. Without a reachable server the PostgreSQL tests fail (they never pass without having
 //! run). The Flink checks need Java 17 and Python 3 with pip (Flink is installed from PyPI
 //! into `.flink/` on first use); without them they fail too, saying so.
 
@@ -18,7 +18,9 @@ use jobstore::ids::ClusterId;
 use jobstore::store::{Page, ResultEntry, ResultState, StateFilter, StoreConfig};
 use jobstore::wire::ResultKind;
 use serde_json::{Value, json};
-use sqlx::Connection;
+
+mod common;
+use common::{Backend, PgDatabase};
 
 /// The five job results Flink 2.3.0 wrote, and the application result.
 const JOB_IDS: [&str; 5] = [
@@ -35,64 +37,15 @@ const APPLICATION_ID: &str = "38dcc0b26ce09271cefd5020d41b4b88";
 const CORRUPT_FILE: &str = "00000000000000000000000000000001_DIRTY.json";
 const WRONG_ID_FILE: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.json";
 
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
 // ---------------------------------------------------------------------------------------
 // Databases
 
-fn admin_url() -> String {
-    std::env::var("DATABASE_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned())
-}
-
-/// `url` with its database name replaced (the query string kept).
-fn with_database(url: &str, database: &str) -> String {
-    let (scheme, rest) = url
-        .split_once("://")
-        .unwrap_or_else(|| panic!("DATABASE_URL is not a URL: {url:?}"));
-    let (before_query, query) = match rest.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (rest, None),
-    };
-    let authority = before_query.split('/').next().unwrap_or(before_query);
-    match query {
-        Some(q) => format!("{scheme}://{authority}/{database}?{q}"),
-        None => format!("{scheme}://{authority}/{database}"),
-    }
-}
-
-async fn pg_admin(url: &str) -> sqlx::PgConnection {
-    let failed = |e: &dyn std::fmt::Display| -> ! {
-        panic!(
-            "PostgreSQL is not reachable at {} ({e}).\n\
-             The import/export tests need a PostgreSQL server on which the user may CREATE DATABASE:\n\
-             - set DATABASE_URL=postgres://USER[:PASSWORD]@HOST:PORT/DB to point at one, or\n\
-             - start the local server: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n\
-             (default when DATABASE_URL is unset: {DEFAULT_DATABASE_URL}).",
-            jobstore::store::redact_url(url)
-        )
-    };
-    match tokio::time::timeout(Duration::from_secs(10), sqlx::PgConnection::connect(url)).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => failed(&e),
-        Err(_) => failed(&"no answer within 10 s"),
-    }
-}
-
 /// A database for one test: a SQLite file in a temporary folder, or a fresh PostgreSQL
-/// database dropped when this goes (also when the test panics).
+/// database (the shared harness's, dropped when this goes, also when the test panics).
 struct TestDb {
     url: String,
     _dir: Option<tempfile::TempDir>,
-    pg: Option<(String, String)>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
+    _pg: Option<PgDatabase>,
 }
 
 impl TestDb {
@@ -103,28 +56,15 @@ impl TestDb {
                 TestDb {
                     url: format!("sqlite://{}", dir.path().join("jobstore.db").display()),
                     _dir: Some(dir),
-                    pg: None,
+                    _pg: None,
                 }
             }
             Backend::Postgres => {
-                let admin = admin_url();
-                let name = format!("jobstore_transfer_{}", uuid::Uuid::new_v4().simple());
-                let mut conn = pg_admin(&admin).await;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-                    .execute(&mut conn)
-                    .await
-                    .unwrap_or_else(|e| {
-                        panic!(
-                            "cannot create the test database {name} on {}: {e}; the user of \
-                             DATABASE_URL must be allowed to CREATE DATABASE",
-                            jobstore::store::redact_url(&admin)
-                        )
-                    });
-                let _ = conn.close().await;
+                let db = PgDatabase::create().await;
                 TestDb {
-                    url: with_database(&admin, &name),
+                    url: db.url.clone(),
                     _dir: None,
-                    pg: Some((admin, name)),
+                    _pg: Some(db),
                 }
             }
         }
@@ -154,44 +94,6 @@ impl TestDb {
             .await
             .expect("list the entries");
         list.into_iter().map(|e| (e.id.clone(), e)).collect()
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let Some((admin, name)) = self.pg.take() else {
-            return;
-        };
-        // No blocking on a future inside the test's runtime: drop from a thread with its own.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            runtime.block_on(async move {
-                let mut conn = tokio::time::timeout(
-                    Duration::from_secs(10),
-                    sqlx::PgConnection::connect(&admin),
-                )
-                .await
-                .map_err(|_| "timed out connecting".to_owned())?
-                .map_err(|e| e.to_string())?;
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-                )))
-                .execute(&mut conn)
-                .await
-                .map_err(|e| format!("{name}: {e}"))?;
-                let _ = conn.close().await;
-                Ok::<(), String>(())
-            })
-        })
-        .join();
-        match dropped {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("could not drop the test database: {e}"),
-            Err(_) => eprintln!("could not drop the test database: thread panicked"),
-        }
     }
 }
 
