@@ -349,7 +349,7 @@ const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
 /// is taken out: a round trip before every statement. The ping on the way out stays (it
 /// also finds connections left broken); the one on the way in is kept for connections that
 /// sat idle long enough to have been lost since (a restarted server, a dropped network),
-/// and skipped for the others (BENCHMARKS.md: status polls 1.6x the throughput).
+/// and skipped for the others (BENCHMARKS.md: point selects up to 1.5x the throughput).
 pub(crate) fn ping_only_idle<DB: sqlx::Database>(
     options: sqlx::pool::PoolOptions<DB>,
 ) -> sqlx::pool::PoolOptions<DB> {

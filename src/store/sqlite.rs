@@ -49,10 +49,14 @@ impl SqliteStore {
             let applied = migrate::migrate_sqlite(&mut conn).await?;
             tracing::info!(applied, "SQLite schema is current");
         }
+        // Each connection keeps its own page cache (SQLite's default: 2 MB), so that 16
+        // readers that each walked a large listing held 32 MB between them (BENCHMARKS.md);
+        // readers keep 512 KB each, enough for the B-tree levels above the rows they read,
+        // and the operating system caches the file for all of them.
         let read = super::ping_only_idle(SqlitePoolOptions::new())
             .max_connections(config.max_connections.max(1))
             .acquire_timeout(config.acquire_timeout)
-            .connect_with(options.read_only(true))
+            .connect_with(options.read_only(true).pragma("cache_size", "-512"))
             .await?;
         Ok(SqliteStore {
             write,
