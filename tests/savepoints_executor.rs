@@ -60,6 +60,17 @@ async fn setup(ts: &TestStore) -> (FakeFlink, Service) {
     (fake, service)
 }
 
+/// Triggers a savepoint of `job` into [`DIR`] on [`CLUSTER`]; answers the request-id.
+async fn savepoint_of(service: &Service, job: &str) -> String {
+    trigger(
+        &service.http,
+        &pre(),
+        job,
+        &json!({"target-directory": DIR}),
+    )
+    .await
+}
+
 /// Every trigger Flink saw names `request` as its triggerId.
 #[track_caller]
 fn all_triggers_carry(fake: &FakeFlink, request: &str) {
@@ -282,13 +293,7 @@ backend_tests!(failure_cause_is_stored_verbatim, |ts| async move {
     for cause in [flink_cause, odd_cause] {
         fake.fail_with(cause.clone());
         let job = random_hex();
-        let id = trigger(
-            &service.http,
-            &pre(),
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let id = savepoint_of(&service, &job).await;
         let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
         assert_eq!(op, json!({"failure-cause": cause}));
         let listed = listed(&service.http, CLUSTER, &job, &id).await.unwrap();
@@ -308,13 +313,7 @@ backend_tests!(
         fake.hold();
         let _executor = service.executor(fast_executor("executor-a"));
         let job = random_hex();
-        let id = trigger(
-            &service.http,
-            &pre(),
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let id = savepoint_of(&service, &job).await;
         eventually("Flink polled", WITHIN, || async {
             (fake.status_polls(&id) >= 1).then_some(())
         })
@@ -348,13 +347,7 @@ backend_tests!(
         fake.go_down().await;
         let _executor = service.executor(fast_executor("executor-a"));
         let job = random_hex();
-        let id = trigger(
-            &service.http,
-            &pre(),
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let id = savepoint_of(&service, &job).await;
         // The executor keeps trying and says why in the operation.
         let op = eventually("the connection error recorded", WITHIN, || async {
             let op = stored(&ts, CLUSTER, &job, &id).await;
@@ -504,13 +497,7 @@ backend_tests!(
         fake.hold();
         let a = service.executor(fast_executor("executor-a"));
         let job = random_hex();
-        let id = trigger(
-            &service.http,
-            &pre(),
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let id = savepoint_of(&service, &job).await;
         eventually("executor-a triggered and polls", WITHIN, || async {
             (fake.status_polls(&id) >= 2).then_some(())
         })
@@ -565,13 +552,7 @@ backend_tests!(
             ..fast_executor("executor-a")
         });
         let job = random_hex();
-        let id = trigger(
-            &service.http,
-            &pre(),
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let id = savepoint_of(&service, &job).await;
         fake.wait_for_trigger(&job, WITHIN).await;
         a.stop().await;
         let op = stored(&ts, CLUSTER, &job, &id).await;
@@ -798,13 +779,7 @@ backend_tests!(
         fake.hold();
         let _executor = service.executor(fast_executor("executor-a"));
         let job = random_hex();
-        let id = trigger(
-            &service.http,
-            &pre(),
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let id = savepoint_of(&service, &job).await;
         eventually("Flink polled", WITHIN, || async {
             (fake.status_polls(&id) >= 1).then_some(())
         })
@@ -958,13 +933,7 @@ backend_tests!(
             ..fast_executor("executor-a")
         });
         let job = random_hex();
-        let id = trigger(
-            &service.http,
-            &pre(),
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let id = savepoint_of(&service, &job).await;
         tokio::time::sleep(Duration::from_secs(4)).await;
         let op = stored(&ts, CLUSTER, &job, &id).await;
         assert_eq!(op.status, OperationStatus::InProgress);
