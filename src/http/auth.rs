@@ -7,11 +7,8 @@
 //! to write (anything but GET and HEAD). Tokens are compared as SHA-256 digests in constant
 //! time, and never logged.
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -134,14 +131,11 @@ fn is_open(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
-/// The middleware.
-pub async fn require_token(
-    State(tokens): State<Arc<Tokens>>,
-    req: Request,
-    next: Next,
-) -> Response {
+/// The check every request goes through (in `http::edge_layer`): the 401 or 403 answer
+/// for a request that may not pass, `None` for one that may.
+pub fn denial(tokens: &Tokens, req: &Request) -> Option<Response> {
     if tokens.is_empty() || is_open(req.uri().path()) {
-        return next.run(req).await;
+        return None;
     }
     let presented = req
         .headers()
@@ -159,7 +153,7 @@ pub async fn require_token(
         .into_response();
         res.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return res;
+        return Some(res);
     };
     let needs = if matches!(*req.method(), Method::GET | Method::HEAD) {
         Scope::Read
@@ -167,13 +161,15 @@ pub async fn require_token(
         Scope::Write
     };
     if scope < needs {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "this token has the read scope; the request needs write",
-        )
-        .into_response();
+        return Some(
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "this token has the read scope; the request needs write",
+            )
+            .into_response(),
+        );
     }
-    next.run(req).await
+    None
 }
 
 #[cfg(test)]

@@ -1,12 +1,10 @@
 //! `/metrics` in Prometheus text format, and the per-request span, metrics and log line
 //! keyed by the matched route.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::http::header;
-use axum::middleware::Next;
+use axum::extract::{MatchedPath, State};
+use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
 use prometheus::{Encoder, TextEncoder};
 use tracing::Instrument;
@@ -15,28 +13,28 @@ use super::AppState;
 use super::error::ApiError;
 use crate::metrics::Metrics;
 
-/// The middleware: one span per request named by the matched route, its metrics, and a
-/// log line (debug for the health, readiness and metrics routes).
-pub async fn observe(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let method = req.method().clone();
-    let quiet = matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics");
+/// One span per request named by the matched route, its metrics, and a log line (debug for
+/// the health, readiness and metrics routes), around `inner`, the request's handling.
+pub async fn observe(
+    metrics: &Metrics,
+    route: Option<MatchedPath>,
+    method: Method,
+    inner: impl Future<Output = Response>,
+) -> Response {
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let quiet = matches!(route, "/healthz" | "/readyz" | "/metrics");
     let span = tracing::info_span!("request", method = %method, route = %route);
     let start = Instant::now();
-    let res = next.run(req).instrument(span.clone()).await;
+    let res = inner.instrument(span.clone()).await;
     let elapsed = start.elapsed();
     let status = res.status();
     metrics
         .requests
-        .with_label_values(&[route.as_str(), method.as_str(), status.as_str()])
+        .with_label_values(&[route, method.as_str(), status.as_str()])
         .inc();
     metrics
         .latency
-        .with_label_values(&[route.as_str(), method.as_str()])
+        .with_label_values(&[route, method.as_str()])
         .observe(elapsed.as_secs_f64());
     let _enter = span.enter();
     let ms = elapsed.as_secs_f64() * 1000.0;

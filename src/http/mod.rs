@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -76,9 +76,11 @@ impl AppState {
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.body_limit;
-    let request_timeout = state.config.request_timeout;
-    let tokens = Arc::new(state.config.tokens.clone());
-    let metrics = state.metrics.clone();
+    let edge = Arc::new(Edge {
+        tokens: state.config.tokens.clone(),
+        metrics: state.metrics.clone(),
+        request_timeout: state.config.request_timeout,
+    });
     Router::new()
         .merge(results::router(ResultKind::Job))
         .merge(results::router(ResultKind::Application))
@@ -90,36 +92,46 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(axum::middleware::from_fn_with_state(
-            tokens,
-            auth::require_token,
-        ))
-        .layer(axum::middleware::from_fn(move |req, next| {
-            timeout(request_timeout, req, next)
-        }))
-        .layer(axum::middleware::from_fn_with_state(
-            metrics,
-            metrics::observe,
-        ))
+        .layer(axum::middleware::from_fn_with_state(edge, edge_layer))
         .with_state(state)
 }
 
-async fn timeout(
-    limit: Duration,
+/// What the one middleware needs.
+struct Edge {
+    tokens: auth::Tokens,
+    metrics: Arc<crate::metrics::Metrics>,
+    request_timeout: Duration,
+}
+
+/// The one middleware every routed request goes through: its span, metrics and log line
+/// (`metrics::observe`) around the bearer-token check (`auth::denial`) and the request
+/// timeout. One layer rather than three: each `from_fn` layer costs a boxed clone of the
+/// service beneath it and a boxed future per request (BENCHMARKS.md).
+async fn edge_layer(
+    State(edge): State<Arc<Edge>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    match tokio::time::timeout(limit, next.run(req)).await {
-        Ok(res) => res,
-        Err(_) => ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "the request did not complete within {} s",
-                limit.as_secs_f64()
-            ),
-        )
-        .into_response(),
-    }
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let method = req.method().clone();
+    let handle = async {
+        if let Some(denied) = auth::denial(&edge.tokens, &req) {
+            return denied;
+        }
+        let limit = edge.request_timeout;
+        match tokio::time::timeout(limit, next.run(req)).await {
+            Ok(res) => res,
+            Err(_) => ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request did not complete within {} s",
+                    limit.as_secs_f64()
+                ),
+            )
+            .into_response(),
+        }
+    };
+    metrics::observe(&edge.metrics, route, method, handle).await
 }
 
 async fn not_found(uri: Uri) -> ApiError {
