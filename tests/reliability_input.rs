@@ -382,7 +382,9 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
             json!("before \u{0} after"),
             json!(1.7976931348623157e308),
             json!(-1.7976931348623157e308),
+            json!([1, {"deep": 1.7976931348623157e308}]),
             json!({"k\u{0}": 1}),
+            json!([u64::MAX, i64::MIN]),
         ];
         for (i, value) in awkward_values.iter().enumerate() {
             for kind in [Kind::Job, Kind::Application] {

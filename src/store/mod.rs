@@ -384,6 +384,19 @@ pub async fn open(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
+/// Whether a JSON value holds a floating-point number anywhere. Only such numbers can come
+/// back from a database in a form serde_json refuses (PostgreSQL's jsonb prints
+/// 1.7976931348623157e308 with all its 309 digits); integers (i64/u64, all serde_json
+/// produces besides f64), strings, booleans and nulls come back exactly as sent.
+pub(crate) fn has_float(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_f64(),
+        Value::Array(items) => items.iter().any(has_float),
+        Value::Object(m) => m.values().any(has_float),
+        Value::Null | Value::Bool(_) | Value::String(_) => false,
+    }
+}
+
 /// Decodes the columns every result query selects:
 /// `cluster_id, id, state, result, created_at, cleaned_at`.
 pub(crate) fn entry_from_row<'r, R>(row: &'r R) -> Result<ResultEntry, sqlx::Error>
@@ -624,5 +637,20 @@ mod tests {
         );
         assert_eq!(super::redact_url("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(super::redact_url("sqlite://x.db"), "sqlite://x.db");
+    }
+
+    #[test]
+    fn finds_floats_at_any_depth() {
+        use serde_json::json;
+        let no = json!({"a": [1, -2, u64::MAX, i64::MIN, "1.5", null, true], "b": {"c": 0}});
+        assert!(!super::has_float(&no));
+        for yes in [
+            json!(1.5),
+            json!(1e5),
+            json!([1, {"x": 1.7976931348623157e308}]),
+            json!({"a": {"b": [0.0]}}),
+        ] {
+            assert!(super::has_float(&yes), "{yes}");
+        }
     }
 }
