@@ -21,7 +21,7 @@ DURATION="${DURATION:-5}"
 NOPS="${NOPS:-1000}"
 LARGE_PERCENT="${LARGE_PERCENT:-5}"
 DATA="${DATA:-tests/data/flink-2.3.0/job-result-store}"
-[ -d "$DATA" ] || DATA=/work/shared/flink-reference/job-result-store
+[ -d "$DATA" ] || DATA=../shared/flink-reference/job-result-store
 
 if ! command -v pgbench >/dev/null; then
   echo "pgbench is missing: apt-get install -y postgresql-client (Debian ships it there)" >&2

@@ -100,7 +100,7 @@ struct Args {
     #[arg(long)]
     serve_bin: Option<PathBuf>,
     /// Flink's job-result-store files (default: tests/data/flink-2.3.0/job-result-store,
-    /// else /work/shared/flink-reference/job-result-store).
+    /// else ../shared/flink-reference/job-result-store beside the checkout).
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Also write the figures as JSON here.
@@ -122,6 +122,13 @@ struct Args {
     /// on spaces; for profiling.
     #[arg(long)]
     serve_wrapper: Option<String>,
+    /// The measured clients' HTTP client.
+    #[arg(long, value_enum, default_value = "raw")]
+    client: ClientKind,
+    /// Threads the HTTP clients run on, each a current-thread runtime with its share of the
+    /// clients (the direct side runs on the bench's multi-thread runtime, as serve does).
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -742,7 +749,7 @@ impl Payloads {
                 let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
                 vec![
                     here.join("tests/data/flink-2.3.0/job-result-store"),
-                    PathBuf::from("/work/shared/flink-reference/job-result-store"),
+                    here.join("../shared/flink-reference/job-result-store"),
                 ]
             }
         };
@@ -832,6 +839,7 @@ struct Ctx {
     bench: ClusterId,
     list: ClusterId,
     default: ClusterId,
+    client: ClientKind,
 }
 
 async fn run_backend(
@@ -974,6 +982,7 @@ async fn bench_cells(
         bench: BENCH_CLUSTER.parse()?,
         list: LIST_CLUSTER.parse()?,
         default: DEFAULT_CLUSTER.parse()?,
+        client: args.client,
     });
     let mut cells = Vec::new();
     for &workload in &args.workloads {
@@ -1160,16 +1169,67 @@ async fn run_cell(
     ctx.rss_phase.store(0, Ordering::Relaxed);
     let bench_cpu0 = cpu_time(std::process::id());
     let db_cpu0 = ctx.pg_database.as_deref().map(backends_cpu_time);
-    let mut tasks = Vec::with_capacity(c);
-    for w in 0..c {
-        let ctx = ctx.clone();
-        tasks.push(tokio::spawn(async move {
-            worker(ctx, workload, http, w, measure_from, end, max_per_worker).await
-        }));
-    }
+    let outs: Vec<Result<WorkerOut, String>> = if http {
+        // The HTTP clients run on their own threads, each a current-thread runtime (like
+        // wrk's threads): the load generator's scheduling stays out of the way.
+        let threads = args.client_threads.clamp(1, c);
+        let mut joins = Vec::with_capacity(threads);
+        for t in 0..threads {
+            let ctx = ctx.clone();
+            let thread = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                rt.block_on(async move {
+                    let mut set = tokio::task::JoinSet::new();
+                    for w in (t..c).step_by(threads) {
+                        let ctx = ctx.clone();
+                        set.spawn(worker(
+                            ctx,
+                            workload,
+                            http,
+                            w,
+                            measure_from,
+                            end,
+                            max_per_worker,
+                        ));
+                    }
+                    let mut outs = Vec::new();
+                    while let Some(out) = set.join_next().await {
+                        outs.push(out.map_err(|e| format!("worker panicked: {e}")));
+                    }
+                    Ok::<_, String>(outs)
+                })
+            });
+            joins.push(tokio::task::spawn_blocking(move || thread.join()));
+        }
+        let mut outs = Vec::with_capacity(c);
+        for j in joins {
+            match j.await {
+                Ok(Ok(Ok(v))) => outs.extend(v),
+                Ok(Ok(Err(e))) => outs.push(Err(e)),
+                _ => outs.push(Err("a client thread panicked".into())),
+            }
+        }
+        outs
+    } else {
+        let mut tasks = Vec::with_capacity(c);
+        for w in 0..c {
+            let ctx = ctx.clone();
+            tasks.push(tokio::spawn(async move {
+                worker(ctx, workload, http, w, measure_from, end, max_per_worker).await
+            }));
+        }
+        let mut outs = Vec::with_capacity(c);
+        for t in tasks {
+            outs.push(t.await.map_err(|e| format!("worker panicked: {e}")));
+        }
+        outs
+    };
     let mut total = WorkerOut::default();
-    for t in tasks {
-        match t.await {
+    for out in outs {
+        match out {
             Ok(out) => {
                 total.ops += out.ops;
                 total.lat.merge(out.lat);
@@ -1181,7 +1241,7 @@ async fn run_cell(
                 }
                 total.last_end = total.last_end.max(out.last_end);
             }
-            Err(e) => total.error(format!("worker panicked: {e}")),
+            Err(e) => total.error(e),
         }
     }
     let secs = total.last_end.map_or(0.0, |e| {
@@ -1237,11 +1297,7 @@ async fn worker(
     let mut out = WorkerOut::default();
     let mut rng = Rng::new(rand_u64() ^ (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     // One keep-alive connection per client, as a JobManager or a poller has.
-    let client = match reqwest::Client::builder()
-        .pool_max_idle_per_host(1)
-        .timeout(Duration::from_secs(30))
-        .build()
-    {
+    let mut client = match Client::new(ctx.client, &ctx.base) {
         Ok(c) => c,
         Err(e) => {
             out.error(e.to_string());
@@ -1261,7 +1317,7 @@ async fn worker(
                 let id = HexId::random();
                 let t = ctx.payloads.pick(&mut rng, ctx.large_percent);
                 let created = if http {
-                    http_create(&client, &ctx, t, id).await
+                    http_create(&mut client, &ctx, t, id).await
                 } else {
                     ctx.store
                         .create_result(
@@ -1277,7 +1333,7 @@ async fn worker(
                 let t1 = Instant::now();
                 let cleaned = match created {
                     Err(e) => Err(e),
-                    Ok(()) if http => http_clean(&client, &ctx, id).await,
+                    Ok(()) if http => http_clean(&mut client, &ctx, id).await,
                     Ok(()) => ctx
                         .store
                         .mark_result_clean(ResultKind::Job, &ctx.bench, id)
@@ -1296,8 +1352,8 @@ async fn worker(
                     ctx.operations[(rng.next() % ctx.operations.len() as u64) as usize];
                 if http {
                     http_get(
-                        &client,
-                        &format!("{}/jobs/{job}/savepoints/{trigger}", ctx.base),
+                        &mut client,
+                        &format!("/jobs/{job}/savepoints/{trigger}"),
                         200,
                     )
                     .await
@@ -1318,11 +1374,8 @@ async fn worker(
             Workload::List => {
                 if http {
                     http_get(
-                        &client,
-                        &format!(
-                            "{}/v1/clusters/{}/job-results?state=dirty",
-                            ctx.base, ctx.list
-                        ),
+                        &mut client,
+                        &format!("/v1/clusters/{}/job-results?state=dirty", ctx.list),
                         200,
                     )
                     .await
@@ -1364,24 +1417,18 @@ async fn list_direct(store: &Arc<dyn Store>, cluster: &ClusterId) -> Result<usiz
 }
 
 async fn http_create(
-    client: &reqwest::Client,
+    client: &mut Client,
     ctx: &Ctx,
     t: &Template,
     id: HexId,
 ) -> Result<(), String> {
-    let res = client
-        .post(format!(
-            "{}/v1/clusters/{}/job-results",
-            ctx.base, ctx.bench
-        ))
-        .header("content-type", "application/json")
-        .body(t.body_for(&id.to_string()))
-        .send()
+    let path = format!("/v1/clusters/{}/job-results", ctx.bench);
+    let body = t.body_for(&id.to_string());
+    let (status, body) = client
+        .send("POST", &path, Some(body.into()))
         .await
         .map_err(|e| format!("create: {e}"))?;
-    let status = res.status();
-    let body = res.bytes().await.map_err(|e| format!("create: {e}"))?;
-    if status != reqwest::StatusCode::CREATED {
+    if status != 201 {
         return Err(format!(
             "create answered {status}: {}",
             String::from_utf8_lossy(&body)
@@ -1390,50 +1437,229 @@ async fn http_create(
     Ok(())
 }
 
-async fn http_clean(client: &reqwest::Client, ctx: &Ctx, id: HexId) -> Result<(), String> {
-    http_post_empty(
-        client,
-        &format!(
-            "{}/v1/clusters/{}/job-results/{id}/clean",
-            ctx.base, ctx.bench
-        ),
-    )
-    .await
-}
-
-async fn http_post_empty(client: &reqwest::Client, url: &str) -> Result<(), String> {
-    let res = client
-        .post(url)
-        .send()
-        .await
-        .map_err(|e| format!("POST {url}: {e}"))?;
-    let status = res.status();
-    let body = res.bytes().await.map_err(|e| format!("POST {url}: {e}"))?;
-    if status != reqwest::StatusCode::OK {
+async fn http_clean(client: &mut Client, ctx: &Ctx, id: HexId) -> Result<(), String> {
+    let path = format!("/v1/clusters/{}/job-results/{id}/clean", ctx.bench);
+    let (status, body) = client.send("POST", &path, None).await?;
+    if status != 200 {
         return Err(format!(
-            "POST {url} answered {status}: {}",
+            "POST {path} answered {status}: {}",
             String::from_utf8_lossy(&body)
         ));
     }
     Ok(())
 }
 
-/// GET, expecting status `want`; answers the body's length.
-async fn http_get(client: &reqwest::Client, url: &str, want: u16) -> Result<usize, String> {
-    let res = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
-    let status = res.status();
-    let body = res.bytes().await.map_err(|e| format!("GET {url}: {e}"))?;
-    if status.as_u16() != want {
+/// GET `path`, expecting status `want`; answers the body's length.
+async fn http_get(client: &mut Client, path: &str, want: u16) -> Result<usize, String> {
+    let (status, body) = client.send("GET", path, None).await?;
+    if status != want {
         return Err(format!(
-            "GET {url} answered {status}: {}",
+            "GET {path} answered {status}: {}",
             String::from_utf8_lossy(&body[..body.len().min(300)])
         ));
     }
     Ok(body.len())
+}
+
+// ---------------------------------------------------------------------------------------
+// The measured clients' HTTP.
+
+/// Which HTTP client the measured clients use.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientKind {
+    /// A minimal HTTP/1.1 client (below): one write per request, the answer read by its
+    /// Content-Length; like wrk, so that little of the shared CPU goes to the load generator.
+    Raw,
+    /// reqwest (hyper's pooled client), as a typical Rust program calls a service.
+    Reqwest,
+}
+
+/// One measured client's keep-alive connection to serve.
+enum Client {
+    Raw(RawConn),
+    Reqwest {
+        client: reqwest::Client,
+        base: String,
+    },
+}
+
+impl Client {
+    fn new(kind: ClientKind, base: &str) -> anyhow::Result<Client> {
+        Ok(match kind {
+            ClientKind::Raw => Client::Raw(RawConn::new(base)?),
+            ClientKind::Reqwest => Client::Reqwest {
+                client: reqwest::Client::builder()
+                    .pool_max_idle_per_host(1)
+                    .timeout(HTTP_TIMEOUT)
+                    .build()?,
+                base: base.to_owned(),
+            },
+        })
+    }
+
+    /// Sends `method path` (with a JSON body if given); answers the status and the body.
+    async fn send(
+        &mut self,
+        method: &'static str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), String> {
+        match self {
+            Client::Raw(conn) => conn.send(method, path, body.as_deref()).await,
+            Client::Reqwest { client, base } => {
+                let url = format!("{base}{path}");
+                let mut req = match method {
+                    "GET" => client.get(&url),
+                    _ => client.post(&url),
+                };
+                if let Some(body) = body {
+                    req = req.header("content-type", "application/json").body(body);
+                }
+                let res = req.send().await.map_err(|e| e.to_string())?;
+                let status = res.status().as_u16();
+                let body = res.bytes().await.map_err(|e| e.to_string())?;
+                Ok((status, body.to_vec()))
+            }
+        }
+    }
+}
+
+/// Longest wait for one answer.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A minimal HTTP/1.1 client on one keep-alive TCP connection, reconnecting after an error:
+/// the request goes out in one write, the answer's head is parsed with httparse and its body
+/// read by Content-Length (serve always sends one; a chunked answer is an error here).
+struct RawConn {
+    addr: std::net::SocketAddr,
+    host: String,
+    stream: Option<tokio::net::TcpStream>,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl RawConn {
+    fn new(base: &str) -> anyhow::Result<RawConn> {
+        let host = base
+            .strip_prefix("http://")
+            .with_context(|| format!("{base} is not an http:// URL"))?
+            .trim_end_matches('/')
+            .to_owned();
+        let addr = host
+            .parse()
+            .with_context(|| format!("{host} is not an IP address and port"))?;
+        Ok(RawConn {
+            addr,
+            host,
+            stream: None,
+            buf: Vec::with_capacity(16 * 1024),
+            out: Vec::with_capacity(1024),
+        })
+    }
+
+    async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> Result<(u16, Vec<u8>), String> {
+        match tokio::time::timeout(HTTP_TIMEOUT, self.exchange(method, path, body)).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => {
+                self.stream = None;
+                Err(format!("{method} {path}: {e}"))
+            }
+            Err(_) => {
+                self.stream = None;
+                Err(format!(
+                    "{method} {path}: no answer within {HTTP_TIMEOUT:?}"
+                ))
+            }
+        }
+    }
+
+    async fn exchange(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> std::io::Result<(u16, Vec<u8>)> {
+        use std::io::{Error, Write};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let stream = match &mut self.stream {
+            Some(s) => s,
+            None => {
+                let s = tokio::net::TcpStream::connect(self.addr).await?;
+                s.set_nodelay(true)?;
+                self.stream.insert(s)
+            }
+        };
+        self.out.clear();
+        write!(
+            self.out,
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\n",
+            self.host
+        )?;
+        if let Some(body) = body {
+            write!(
+                self.out,
+                "content-type: application/json\r\ncontent-length: {}\r\n",
+                body.len()
+            )?;
+        }
+        self.out.extend_from_slice(b"\r\n");
+        if let Some(body) = body {
+            self.out.extend_from_slice(body);
+        }
+        stream.write_all(&self.out).await?;
+        self.buf.clear();
+        loop {
+            if self.buf.capacity() - self.buf.len() < 4096 {
+                self.buf.reserve(16 * 1024);
+            }
+            if stream.read_buf(&mut self.buf).await? == 0 {
+                return Err(Error::other("the connection closed before a whole answer"));
+            }
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut res = httparse::Response::new(&mut headers);
+            let head = match res.parse(&self.buf).map_err(Error::other)? {
+                httparse::Status::Complete(n) => n,
+                httparse::Status::Partial => continue,
+            };
+            let status = res.code.unwrap_or(0);
+            let mut length = None;
+            let mut close = false;
+            for h in res.headers.iter() {
+                if h.name.eq_ignore_ascii_case("content-length") {
+                    length = std::str::from_utf8(h.value)
+                        .ok()
+                        .and_then(|v| v.trim().parse::<usize>().ok());
+                } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                    return Err(Error::other("a chunked answer (not supported here)"));
+                } else if h.name.eq_ignore_ascii_case("connection") {
+                    close = h.value.eq_ignore_ascii_case(b"close");
+                }
+            }
+            let length = length.ok_or_else(|| Error::other("an answer without Content-Length"))?;
+            let end = head + length;
+            while self.buf.len() < end {
+                self.buf.reserve(end - self.buf.len());
+                if stream.read_buf(&mut self.buf).await? == 0 {
+                    return Err(Error::other(
+                        "the connection closed within the answer's body",
+                    ));
+                }
+            }
+            if self.buf.len() > end {
+                return Err(Error::other("bytes after the answer's body"));
+            }
+            let body = self.buf[head..end].to_vec();
+            if close {
+                self.stream = None;
+            }
+            return Ok((status, body));
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1604,6 +1830,8 @@ async fn scale_test(
         "{}/v1/clusters/{SCALE_CLUSTER}/job-results?state=dirty",
         ctx.base
     );
+    let path = format!("/v1/clusters/{SCALE_CLUSTER}/job-results?state=dirty");
+    let mut timed = Client::new(ctx.client, &ctx.base)?;
     // Check the answer once: every dirty entry, no next page (the default page is 1000).
     let res = client.get(&url).send().await?;
     if res.status() != reqwest::StatusCode::OK {
@@ -1622,7 +1850,7 @@ async fn scale_test(
     let mut direct = Samples::default();
     for i in 0..args.scale_runs + 3 {
         let t = Instant::now();
-        http_get(client, &url, 200)
+        http_get(&mut timed, &path, 200)
             .await
             .map_err(anyhow::Error::msg)?;
         if i >= 3 {
