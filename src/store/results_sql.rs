@@ -154,17 +154,20 @@ macro_rules! result_store_methods {
             result: &serde_json::Value,
             state: $crate::store::ResultState,
         ) -> $crate::store::StoreResult<$crate::store::ResultEntry> {
-            let insert = sqlx::AssertSqlSafe(self.sql.get(kind).insert.as_str());
+            // The INSERT ... RETURNING with its parameters, run on the pool or in a
+            // transaction below.
+            let id = id.to_string();
+            let insert = || {
+                sqlx::query(sqlx::AssertSqlSafe(self.sql.get(kind).insert.as_str()))
+                    .bind(cluster.as_str())
+                    .bind(id.as_str())
+                    .bind(sqlx::types::Json(result))
+                    .bind(state.as_str())
+            };
             if !$crate::store::has_float(result) {
                 // Integers, strings, booleans and nulls come back from either database
                 // exactly as sent: one autocommitted statement (BENCHMARKS.md).
-                let row = sqlx::query(insert)
-                    .bind(cluster.as_str())
-                    .bind(id.to_string())
-                    .bind(sqlx::types::Json(result))
-                    .bind(state.as_str())
-                    .fetch_one(&self.write)
-                    .await?;
+                let row = insert().fetch_one(&self.write).await?;
                 return Ok($crate::store::entry_from_row(&row)?);
             }
             // A result with a floating-point number is read back before it is committed:
@@ -173,13 +176,7 @@ macro_rules! result_store_methods {
             // refuses) is refused, not stored where every later read of it, and every
             // listing of its cluster, would fail.
             let mut tx = self.write.begin().await?;
-            let row = sqlx::query(insert)
-                .bind(cluster.as_str())
-                .bind(id.to_string())
-                .bind(sqlx::types::Json(result))
-                .bind(state.as_str())
-                .fetch_one(&mut *tx)
-                .await?;
+            let row = insert().fetch_one(&mut *tx).await?;
             let entry = $crate::store::entry_from_row(&row)
                 .map_err($crate::store::StoreError::Unstorable)?;
             tx.commit().await?;
