@@ -47,8 +47,8 @@ pub fn time(t: chrono::DateTime<chrono::Utc>) -> String {
 
 /// An entry as the API shows it: `{"cluster-id", "<kind>-id", "state", "created-at",
 /// "cleaned-at", "result"}`, in that order. Serialized straight from the store's entry,
-/// without building a JSON tree around the result first (a listing of 1,000 entries spent
-/// a tenth of its time on that tree; BENCHMARKS.md).
+/// without building a JSON tree around the result first (building and dropping that tree
+/// was half of the instructions of a listing's answer; BENCHMARKS.md).
 pub struct EntryBody {
     pub kind: ResultKind,
     pub entry: ResultEntry,
