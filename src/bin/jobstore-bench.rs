@@ -18,8 +18,9 @@
 //! from start to the first 200 of `/readyz` on a migrated database.
 //!
 //! Every loop is bounded in time and count; the serve process is stopped by its pid and the
-//! database dropped at the end, also on error.
+//! database dropped at the end, also on an error, a panic or Ctrl-C.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -314,9 +315,16 @@ fn main() -> std::process::ExitCode {
                 _ = term.recv() => Ok(()),
             }
         };
+        // The run on a task of its own, so that a panic in it (println! on a closed pipe, as
+        // with `| head`) still reaches the cleanup below instead of unwinding past it.
+        let mut task = tokio::spawn(run(args));
         let outcome = tokio::select! {
-            r = run(args) => r,
-            _ = interrupted => Err(anyhow::anyhow!("interrupted")),
+            r = &mut task => r.unwrap_or_else(|e| Err(anyhow::anyhow!("the run failed: {e}"))),
+            _ = interrupted => {
+                task.abort();
+                let _ = task.await;
+                Err(anyhow::anyhow!("interrupted"))
+            }
         };
         let left: Vec<Database> =
             std::mem::take(&mut *CREATED.lock().unwrap_or_else(|e| e.into_inner()));
@@ -410,33 +418,36 @@ impl Database {
                     .with_context(|| {
                         format!("connecting to {}", store::redact_url(&args.pg_url))
                     })?;
+                let mut url = reqwest::Url::parse(&args.pg_url)?;
+                url.set_path(&format!("/{name}"));
                 sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
                     .execute(&mut conn)
                     .await?;
-                let _ = conn.close().await;
-                let mut url = reqwest::Url::parse(&args.pg_url)?;
-                url.set_path(&format!("/{name}"));
-                println!("database: {name}");
-                Ok(Database {
+                // Registered before anything else can fail or panic, so that it is dropped.
+                let db = Database {
                     backend,
                     url: url.to_string(),
-                    pg: Some((args.pg_url.clone(), name)),
+                    pg: Some((args.pg_url.clone(), name.clone())),
                     dir: None,
                 }
-                .registered())
+                .registered();
+                let _ = conn.close().await;
+                println!("database: {name}");
+                Ok(db)
             }
             Backend::Sqlite => {
                 let dir = std::env::temp_dir().join(format!("jobstore-bench-{tag}"));
                 std::fs::create_dir_all(&dir)?;
                 let path = dir.join("bench.db");
-                println!("database: {}", path.display());
-                Ok(Database {
+                let db = Database {
                     backend,
                     url: format!("sqlite://{}", path.display()),
                     pg: None,
                     dir: Some(dir),
                 }
-                .registered())
+                .registered();
+                println!("database: {}", path.display());
+                Ok(db)
             }
         }
     }
@@ -464,7 +475,8 @@ impl Database {
                     {
                         eprintln!("could not drop database {name}: {e}");
                     } else {
-                        println!("dropped database {name}");
+                        // Not println!: this also runs after stdout was closed (`| head`).
+                        let _ = writeln!(std::io::stdout(), "dropped database {name}");
                     }
                     let _ = conn.close().await;
                 }
@@ -473,7 +485,9 @@ impl Database {
         }
         if let Some(dir) = &self.dir {
             match std::fs::remove_dir_all(dir) {
-                Ok(()) => println!("removed {}", dir.display()),
+                Ok(()) => {
+                    let _ = writeln!(std::io::stdout(), "removed {}", dir.display());
+                }
                 Err(e) => eprintln!("could not remove {}: {e}", dir.display()),
             }
         }
