@@ -796,12 +796,34 @@ async fn connections_past_the_limit_are_closed_and_the_open_ones_served() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/jobstore.db", dir.path().display());
     let s = Serve::start(dir.path(), "serve", &url, &["--max-connections", "8"]).await;
-    // Eight keep-alive connections hold every slot.
+    // Eight keep-alive connections hold every slot, each shown to be accepted by one answer
+    // (a sleep instead left the server time to accept them, which a loaded machine did not
+    // always give it).
     let mut held = Vec::new();
     for _ in 0..8 {
-        held.push(tokio::net::TcpStream::connect(addr(&s)).await.unwrap());
+        let mut c = tokio::net::TcpStream::connect(addr(&s)).await.unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        while !got.ends_with(br#"{"status":"ok"}"#) {
+            let mut buf = [0u8; 256];
+            let n = tokio::time::timeout(
+                Duration::from_secs(5),
+                tokio::io::AsyncReadExt::read(&mut c, &mut buf),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+            assert!(
+                n > 0,
+                "a connection within the limit was closed: {}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+        held.push(c);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
     // A ninth is closed at once, without an answer.
     let refused = raw_request(
         &addr(&s),
