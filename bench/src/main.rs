@@ -352,7 +352,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     if !serve_bin.is_file() {
         bail!(
-            "{} not found: build it first (cargo build --release)",
+            "{} not found: build it first (cargo build --release --workspace)",
             serve_bin.display()
         );
     }
@@ -760,7 +760,8 @@ impl Payloads {
         let candidates: Vec<PathBuf> = match dir {
             Some(d) => vec![d.to_path_buf()],
             None => {
-                let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+                // The bench crate sits in bench/ of the checkout.
+                let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
                 vec![
                     here.join("tests/data/flink-2.3.0/job-result-store"),
                     here.join("../shared/flink-reference/job-result-store"),

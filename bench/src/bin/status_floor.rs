@@ -6,9 +6,9 @@
 //! log line or metrics. `STATUS_FLOOR=nodb` also skips the store call (a fixed body).
 //!
 //! ```text
-//! cargo build --release --example status_floor --bin jobstore-bench
+//! cargo build --release --workspace
 //! ./target/release/jobstore-bench --backends postgres --workloads status --concurrency 8 \
-//!     --scale-clean 0 --ready-runs 0 --serve-bin target/release/examples/status_floor
+//!     --scale-clean 0 --ready-runs 0 --serve-bin target/release/status_floor
 //! ```
 //!
 //! The status ratio it reaches bounds what any work on serve's own code can reach on the
