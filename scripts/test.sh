@@ -14,11 +14,14 @@ step() { printf '\n==== %s\n' "$*" >&2; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --locked -- -D warnings
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test (PostgreSQL and SQLite)"
-cargo test --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
+cargo test --workspace --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
+
+step "the README's Run command, as written (cargo run --release -- serve --help)"
+bash scripts/readme-run.sh
 
 step "fuzzing every route of the OpenAPI document (schemathesis)"
 bash scripts/fuzz.sh
