@@ -1,0 +1,221 @@
+//! Store-level invariants under races, and the plans the store's statements get, on both
+//! backends: N concurrent claims of one open operation give it to exactly one claimer, and
+//! the dirty listing reads the partial index `job_results_dirty` (never the whole table).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Backend, TestStore, random_hex};
+use jobstore::ids::{ClusterId, HexId};
+use jobstore::store::{
+    ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, ResultState,
+    StateFilter, migrate,
+};
+use jobstore::wire::ResultKind;
+use sqlx::Connection;
+
+const CLAIMERS: usize = 16;
+
+async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
+    let ts = TestStore::new(backend).await;
+    let cluster = "race".parse::<ClusterId>().unwrap();
+    ts.store
+        .put_cluster(
+            &ClusterConfig {
+                cluster_id: cluster.to_string(),
+                flink_rest_url: Some("http://127.0.0.1:9".into()),
+                savepoint_directory: None,
+            },
+            ConfiguredBy::Api,
+        )
+        .await
+        .unwrap();
+    let key = OperationKey {
+        cluster: cluster.clone(),
+        job: random_hex().parse::<HexId>().unwrap(),
+        request: random_hex().parse::<HexId>().unwrap(),
+    };
+    ts.store
+        .create_operation(&NewOperation {
+            key: key.clone(),
+            kind: OperationKind::Savepoint,
+            target_directory: Some("file:///tmp/sp".into()),
+            format_type: "CANONICAL".into(),
+        })
+        .await
+        .unwrap();
+
+    // Every claimer waits at one barrier, then claims at once.
+    let barrier = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
+    let mut tasks = Vec::new();
+    for i in 0..CLAIMERS {
+        let store = ts.store.clone();
+        let barrier = barrier.clone();
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            store
+                .claim_operation(&format!("claimer-{i}"), Duration::from_secs(60))
+                .await
+        }));
+    }
+    let mut winners = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        match task.await.unwrap() {
+            Ok(Some(claimed)) => winners.push((i, claimed)),
+            Ok(None) => {}
+            Err(e) => panic!("{backend:?}: claim {i} failed: {e}"),
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "{backend:?}: {CLAIMERS} concurrent claims of one open operation: exactly one wins, got {}",
+        winners.len()
+    );
+    let (i, claimed) = &winners[0];
+    assert_eq!(
+        (
+            claimed.operation.job_id.as_str(),
+            claimed.operation.request_id.as_str()
+        ),
+        (
+            key.job.to_string().as_str(),
+            key.request.to_string().as_str()
+        )
+    );
+    assert_eq!(
+        claimed.operation.attempt, 1,
+        "{backend:?}: the first claim is attempt 1"
+    );
+    assert_eq!(
+        claimed.operation.lease_owner.as_deref(),
+        Some(format!("claimer-{i}").as_str()),
+        "{backend:?}: the stored lease names the winner"
+    );
+    // Held under a live lease: nobody else gets it.
+    assert!(
+        ts.store
+            .claim_operation("late", Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_none(),
+        "{backend:?}: a held operation is not claimed again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claims_postgres() {
+    concurrent_claims_of_one_operation_give_it_to_one(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claims_sqlite() {
+    concurrent_claims_of_one_operation_give_it_to_one(Backend::Sqlite).await;
+}
+
+/// Rows loaded in SQL: `clean` clean entries and `dirty` dirty ones in one cluster.
+const CLEAN: i64 = 50_000;
+const DIRTY: i64 = 20;
+
+fn listing(backend: migrate::Backend) -> String {
+    jobstore::store::list_results_sql(
+        backend,
+        ResultKind::Job,
+        StateFilter::Only(ResultState::Dirty),
+    )
+}
+
+#[tokio::test]
+async fn dirty_listing_uses_the_partial_index_postgres() {
+    let ts = TestStore::new(Backend::Postgres).await;
+    let mut conn = sqlx::PgConnection::connect(&ts.url).await.unwrap();
+    for (state, n) in [("clean", CLEAN), ("dirty", DIRTY)] {
+        sqlx::query(
+            "INSERT INTO job_results (cluster_id, job_id, state, result, created_at, cleaned_at) \
+             SELECT 'big', md5($1 || i::text), $1, jsonb_build_object('id', md5($1 || i::text)), \
+                    now(), CASE WHEN $1 = 'clean' THEN now() END \
+             FROM generate_series(1, $2::bigint) AS i",
+        )
+        .bind(state)
+        .bind(n)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    sqlx::query("ANALYZE job_results")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let sql = listing(migrate::Backend::Postgres);
+    // The plan of the statement as the store prepares it, with its parameters, both as a
+    // custom plan and as the generic plan PostgreSQL switches to for a prepared statement.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "PREPARE listing(text, text, bigint) AS {sql}"
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    for mode in ["force_custom_plan", "force_generic_plan"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("SET plan_cache_mode = {mode}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar("EXPLAIN EXECUTE listing('big', '', 1001)")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("job_results_dirty"),
+            "{mode}: the dirty listing does not use the partial index:\n{plan}"
+        );
+        assert!(
+            !plan.contains("Seq Scan"),
+            "{mode}: the dirty listing scans the table:\n{plan}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn dirty_listing_uses_the_partial_index_sqlite() {
+    let ts = TestStore::new(Backend::Sqlite).await;
+    let mut conn = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
+    for (state, n) in [("clean", CLEAN), ("dirty", DIRTY)] {
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2) \
+             INSERT INTO job_results (cluster_id, job_id, state, result, created_at, cleaned_at) \
+             SELECT 'big', printf('%s%031x', substr(?1, 1, 1), i), ?1, \
+                    json_object('id', printf('%s%031x', substr(?1, 1, 1), i)), \
+                    strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+                    CASE WHEN ?1 = 'clean' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END \
+             FROM n",
+        )
+        .bind(state)
+        .bind(n)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
+    let sql = listing(migrate::Backend::Sqlite);
+    let rows: Vec<(i64, i64, i64, String)> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+            .bind("big")
+            .bind("")
+            .bind(1001i64)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    let plan: Vec<String> = rows.into_iter().map(|r| r.3).collect();
+    let plan = plan.join("\n");
+    assert!(
+        plan.contains("job_results_dirty"),
+        "the dirty listing does not use the partial index:\n{plan}"
+    );
+    assert!(
+        !plan.lines().any(|l| l.starts_with("SCAN job_results")),
+        "the dirty listing scans the table:\n{plan}"
+    );
+}
