@@ -149,7 +149,7 @@ fn digest(token: &str) -> [u8; 32] {
 
 /// What one presented token may do: the union of the lines that configure it.
 #[derive(Debug, Default)]
-struct Grants(Vec<(Scope, Clusters)>);
+struct Grants<'a>(Vec<(Scope, &'a Clusters)>);
 
 impl Tokens {
     pub fn is_empty(&self) -> bool {
@@ -266,12 +266,12 @@ impl Tokens {
 
     /// What a presented token may do, comparing every configured digest in constant time
     /// (every entry is compared, whichever matches).
-    fn grants_of(&self, presented: &str) -> Grants {
+    fn grants_of(&self, presented: &str) -> Grants<'_> {
         let d = digest(presented);
         let mut grants = Grants::default();
         for e in &self.entries {
             if bool::from(e.digest.ct_eq(&d)) {
-                grants.0.push((e.scope, e.clusters.clone()));
+                grants.0.push((e.scope, &e.clusters));
             }
         }
         grants
@@ -465,16 +465,16 @@ mod tests {
             g.0,
             vec![(
                 Scope::Write,
-                Clusters::Only(vec!["prod-*".into(), "staging".into()])
+                &Clusters::Only(vec!["prod-*".into(), "staging".into()])
             )]
         );
-        assert_eq!(t.grants_of("reader-token-1").0[0].1, Clusters::All);
+        assert_eq!(*t.grants_of("reader-token-1").0[0].1, Clusters::All);
         let e = Tokens::parse_env("write:prod-*|dev-?x:abcdefgh");
         assert!(e.is_err(), "`?` is no pattern character");
         let e = Tokens::parse_env("read:abcdefgh,write:prod-*|eu-*:ijklmnop,admin:*:to:ken:xyz")
             .unwrap();
         assert_eq!(
-            e.grants_of("ijklmnop").0[0].1,
+            *e.grants_of("ijklmnop").0[0].1,
             Clusters::Only(vec!["prod-*".into(), "eu-*".into()])
         );
         assert_eq!(e.scope_of("to:ken:xyz"), Some(Scope::Admin));
