@@ -13,7 +13,8 @@
 #   0. self-test of the plugin classes: Flink's JobResultStore contract cases against a fake
 #      (with fault injection: retries, 409/404 mapping, lost answers, paging, auth) and then
 #      against the real jobstore. jobstore runs with bearer tokens: Flink cluster A gets its
-#      write token from jobstore.token, cluster B from jobstore.token-file.
+#      write token (limited to A's cluster id) from jobstore.token, cluster B its own from
+#      jobstore.token-file; A's token is refused on B's entries (403).
 #   1. a bounded job: its job entry and its application entry are dirty (observed while the
 #      proxy holds Flink's mark-clean), then clean; the stored result equals Flink's
 #      /jobs/<id>/execution-result, the application entry matches /applications/<id>.
@@ -264,12 +265,16 @@ fi
 psql -d postgres -v ON_ERROR_STOP=1 -qc "CREATE DATABASE $DB" >"$SCRATCH/psql.log" 2>&1 \
   || { cat "$SCRATCH/psql.log" >&2; abort "CREATE DATABASE $DB on $PGHOST:$PGPORT"; }
 DB_CREATED=1
-# Auth on: Flink gets a write token (cluster A in jobstore.token, B in jobstore.token-file);
-# the checks below read with a read token.
+# Auth on: each Flink cluster gets a write token limited to its cluster id (A's in
+# jobstore.token, B's in jobstore.token-file); the self-test writes with a write token for
+# every cluster; the checks below read with a read token.
 WRITE_TOKEN=w$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 READ_TOKEN=r$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-(umask 077 && printf 'write %s\nread %s\n' "$WRITE_TOKEN" "$READ_TOKEN" >"$SCRATCH/tokens" \
-  && printf '%s\n' "$WRITE_TOKEN" >"$SCRATCH/flink-token")
+TOKEN_A=a$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+TOKEN_B=b$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+(umask 077 && printf 'write %s\nread %s\nwrite %s %s\nwrite %s %s\n' "$WRITE_TOKEN" "$READ_TOKEN" \
+  "$CLUSTER_A" "$TOKEN_A" "$CLUSTER_B" "$TOKEN_B" >"$SCRATCH/tokens" \
+  && printf '%s\n' "$TOKEN_B" >"$SCRATCH/flink-token")
 export JOBSTORE_TOKEN=$READ_TOKEN
 JOBSTORE_PORT=$(free_port)
 JOBSTORE=http://127.0.0.1:$JOBSTORE_PORT
@@ -289,7 +294,7 @@ wait_http_200 "$PROXY/__proxy/held" 20 || abort "FaultProxy did not start"
 # Flink cluster A ----------------------------------------------------------------------------
 log "starting Flink cluster A (cluster id $CLUSTER_A)"
 CLUSTERS+=("$SCRATCH/flink-A")
-FLINK_A=$(start_flink A "$CLUSTER_A" "$PROXY" "jobstore.token: $WRITE_TOKEN") || abort "Flink cluster A did not start (see $SCRATCH/cluster-A.log)"
+FLINK_A=$(start_flink A "$CLUSTER_A" "$PROXY" "jobstore.token: $TOKEN_A") || abort "Flink cluster A did not start (see $SCRATCH/cluster-A.log)"
 ok "Flink 2.3.0 cluster A started with high-availability.type io.jobstore.flink.ha.JobstoreHaServicesFactory at $FLINK_A, token in jobstore.token"
 JM_A=$(jm_log A)
 TM_A=$(ls "$SCRATCH"/flink-A/log/*taskexecutor*.log | head -n 1)
@@ -388,5 +393,7 @@ check "(4) B's job results are exactly B's one job" sh -c "test \"\$(python3 '$L
 check "(4) B's application results are exactly B's one application" sh -c "test \"\$(python3 '$LIB' ids '$AR_B?state=all' application-results application-id)\" = '$J1' && echo '1 entry'"
 check "(4) control: A (restarted, so only jobstore remembers $J1) refuses a job with that id" \
   sh -c "out=\$(python3 '$LIB' run-with-id '$FLINK_A' '$PROBE_JAR' '$J1' 100 100 probe-a-again); rc=\$?; echo \"\$out\"; test \$rc -eq 3"
+check "(4) A's token (write $CLUSTER_A) is refused on B's entries: 403" \
+  sh -c "test \"\$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $TOKEN_A' '$JR_B?state=all')\" = 403 && echo 403"
 
 exit 0

@@ -143,8 +143,10 @@ pub struct ServeArgs {
     /// executor does).
     #[arg(long, env = "JOBSTORE_NO_EXECUTOR")]
     pub no_executor: bool,
-    /// Bearer tokens, one `SCOPE TOKEN` per line (scope `read` or `write`). Tokens may
-    /// also come from JOBSTORE_TOKENS="read:TOKEN,write:TOKEN". None: auth is off.
+    /// Bearer tokens, one `SCOPE TOKEN` or `SCOPE CLUSTERS TOKEN` per line (scope `read`,
+    /// `write` or `admin`; CLUSTERS: comma-separated cluster-id patterns, `*` any run of
+    /// characters). Tokens may also come from
+    /// JOBSTORE_TOKENS="read:TOKEN,write:prod-*|stage-*:TOKEN". None: auth is off.
     #[arg(long, env = "JOBSTORE_TOKENS_FILE")]
     pub tokens_file: Option<std::path::PathBuf>,
     /// Log format: readable text or one JSON object per line.
@@ -217,6 +219,8 @@ pub fn main() -> ExitCode {
 
 /// Runs the service until SIGTERM or SIGINT, then finishes the requests in flight.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Before the store: a malformed tokens line stops the start without touching anything.
+    let tokens = load_tokens(args.tokens_file.as_deref())?;
     let store_config = args.db.store_config(true);
     tracing::info!(database = %store::redact_url(&store_config.url), "opening the store");
     let store = store::open(&store_config).await?;
@@ -244,13 +248,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     {
         tracing::info!(cluster = %default_cluster, "the default cluster was configured through PUT; --flink-rest-url and --savepoint-dir are not applied");
     }
-    let tokens = load_tokens(args.tokens_file.as_deref())?;
     if tokens.is_empty() {
         if !args.listen.ip().is_loopback() {
             tracing::warn!(listen = %args.listen, "no tokens configured: every client that reaches this address can read and write (set --tokens-file or JOBSTORE_TOKENS)");
         }
     } else {
-        tracing::info!(tokens = tokens.len(), "bearer-token auth is on");
+        tracing::info!(
+            tokens = tokens.len(),
+            cluster_limited = tokens.limited(),
+            "bearer-token auth is on"
+        );
     }
     let state = AppState::new(
         store.clone(),

@@ -576,3 +576,372 @@ async fn json_logs_carry_the_matched_route_and_no_secrets() {
         "the database URL is logged redacted:\n{text}"
     );
 }
+
+const ADMIN: &str = "admin-token-89ab";
+/// `write prod-*`: what the plugin of a Flink cluster `prod-...` holds.
+const WRITE_PROD: &str = "prod-writer-token-cdef";
+/// `admin prod-*`: an operator of the `prod-...` clusters only.
+const ADMIN_PROD: &str = "prod-admin-token-0246";
+
+/// The tokens file of the scope tests, and a router on it whose un-prefixed Flink routes act
+/// on `default_cluster`.
+fn scoped_app(ts: &TestStore, default_cluster: &str) -> Router {
+    let file = format!(
+        "# operators, dashboards, plugins\nadmin {ADMIN}\nread {READ}\nwrite {WRITE}\n\
+         write prod-* {WRITE_PROD}\nadmin prod-*,staging {ADMIN_PROD}\n"
+    );
+    let tokens = Tokens::parse_file(&file, "tokens").unwrap();
+    router(AppState::new(
+        ts.store.clone(),
+        HttpConfig {
+            tokens,
+            default_cluster: default_cluster.parse().unwrap(),
+            ..HttpConfig::default()
+        },
+    ))
+}
+
+fn error_of(body: &str) -> String {
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    v["errors"][0].as_str().unwrap_or_default().to_owned()
+}
+
+async fn stored(ts: &TestStore, kind: ResultKind, cluster: &str, id: &str) -> bool {
+    ts.store
+        .get_result(kind, &cluster.parse().unwrap(), id.parse().unwrap())
+        .await
+        .unwrap()
+        .is_some()
+}
+
+backend_tests!(
+    /// A `write prod-*` token reaches the `prod-...` clusters only: 403 on another cluster's
+    /// routes, on the un-prefixed Flink routes when the default cluster is not `prod-...`,
+    /// and on the list of every cluster; 2xx on `prod-eu`.
+    cluster_limited_tokens_reach_only_their_clusters,
+    |ts| async move {
+        let app = scoped_app(&ts, "default");
+        let job = random_hex();
+        for kind in [Kind::Job, Kind::Application] {
+            let seg = match kind {
+                Kind::Job => "job-results",
+                Kind::Application => "application-results",
+            };
+            let store_kind = match kind {
+                Kind::Job => ResultKind::Job,
+                Kind::Application => ResultKind::Application,
+            };
+            // Refused on dev-1, also spelled with a percent escape; nothing stored.
+            let id = random_hex();
+            for cluster in ["dev-1", "dev%2D1"] {
+                let base = format!("/v1/clusters/{cluster}/{seg}");
+                let (status, body) =
+                    call(&app, "POST", &base, Some(WRITE_PROD), Some(kind.body(&id))).await;
+                assert_eq!(status, StatusCode::FORBIDDEN, "POST {base}: {body}");
+                assert_eq!(
+                    error_of(&body),
+                    "this token is not allowed for cluster dev-1"
+                );
+                assert!(!body.contains(WRITE_PROD), "{body}");
+                for (method, path) in [
+                    ("GET", base.clone()),
+                    ("GET", format!("{base}/{id}")),
+                    ("POST", format!("{base}/{id}/clean")),
+                ] {
+                    let (status, body) = call(&app, method, &path, Some(WRITE_PROD), None).await;
+                    assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
+                }
+            }
+            assert!(!stored(&ts, store_kind, "dev-1", &id).await);
+            // The same token on prod-eu: create, read, list, mark clean.
+            for cluster in ["prod-eu", "prod%2Deu"] {
+                let id = random_hex();
+                let base = format!("/v1/clusters/{cluster}/{seg}");
+                let (status, body) =
+                    call(&app, "POST", &base, Some(WRITE_PROD), Some(kind.body(&id))).await;
+                assert_eq!(status, StatusCode::CREATED, "POST {base}: {body}");
+                assert!(stored(&ts, store_kind, "prod-eu", &id).await);
+                for (method, path) in [
+                    ("GET", format!("{base}/{id}")),
+                    ("GET", format!("{base}?state=all")),
+                    ("POST", format!("{base}/{id}/clean")),
+                ] {
+                    let (status, body) = call(&app, method, &path, Some(WRITE_PROD), None).await;
+                    assert!(status.is_success(), "{method} {path}: {status} {body}");
+                }
+            }
+        }
+        // Savepoints: the prefixed routes of dev-1 and the default cluster's un-prefixed ones
+        // are refused; prod-eu's (configured by an operator) are not.
+        let config = json!({"flink-rest-url": null, "savepoint-directory": "s3://bucket/sp"});
+        let (status, body) =
+            call(&app, "PUT", "/v1/clusters/prod-eu", Some(ADMIN), Some(config)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        for path in [
+            format!("/v1/clusters/dev-1/jobs/{job}/savepoints"),
+            format!("/v1/clusters/dev-1/jobs/{job}/stop"),
+            format!("/jobs/{job}/savepoints"),
+            format!("/jobs/{job}/stop"),
+        ] {
+            let (status, body) = call(&app, "POST", &path, Some(WRITE_PROD), Some(json!({}))).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "POST {path}: {body}");
+            assert!(error_of(&body).contains("not allowed for cluster"), "{body}");
+        }
+        for path in [
+            format!("/jobs/{job}/savepoints/{}", random_hex()),
+            "/v1/clusters/dev-1/savepoint-operations".to_owned(),
+            "/v1/clusters/dev-1".to_owned(),
+        ] {
+            let (status, body) = call(&app, "GET", &path, Some(WRITE_PROD), None).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "GET {path}: {body}");
+        }
+        let (status, body) = call(
+            &app,
+            "POST",
+            &format!("/v1/clusters/prod-eu/jobs/{job}/savepoints"),
+            Some(WRITE_PROD),
+            Some(json!({})),
+        )
+        .await;
+        assert!(
+            status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
+            "{status} {body}"
+        );
+        for path in [
+            "/v1/clusters/prod-eu/savepoint-operations",
+            "/v1/clusters/prod-eu",
+        ] {
+            let (status, body) = call(&app, "GET", path, Some(WRITE_PROD), None).await;
+            assert_eq!(status, StatusCode::OK, "GET {path}: {body}");
+        }
+        // The list of every cluster needs a token for every cluster.
+        let (status, body) = call(&app, "GET", "/v1/clusters", Some(WRITE_PROD), None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(error_of(&body).contains("every cluster"), "{body}");
+        let (status, body) = call(&app, "GET", "/v1/clusters", Some(READ), None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // The OpenAPI document names no cluster.
+        let (status, _) = call(&app, "GET", "/openapi.json", Some(WRITE_PROD), None).await;
+        assert_eq!(status, StatusCode::OK);
+
+        // With a default cluster of its own, the token reaches the un-prefixed routes.
+        let app = scoped_app(&ts, "prod-main");
+        let (status, body) = call(
+            &app,
+            "POST",
+            &format!("/jobs/{job}/savepoints"),
+            Some(WRITE_PROD),
+            Some(json!({})),
+        )
+        .await;
+        assert!(
+            status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
+            "{status} {body}"
+        );
+        let (status, body) = call(
+            &app,
+            "GET",
+            &format!("/jobs/{job}/savepoints/{}", random_hex()),
+            Some(WRITE_PROD),
+            None,
+        )
+        .await;
+        assert!(
+            status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
+            "{status} {body}"
+        );
+    }
+);
+
+backend_tests!(
+    /// `PUT /v1/clusters/{c}` (the Flink URL the executor calls) and `DELETE` of an entry need
+    /// the admin scope: a write token gets 403 and changes nothing; an admin token, also one
+    /// limited to the cluster, gets 2xx.
+    admin_scope_guards_cluster_configuration_and_deletes,
+    |ts| async move {
+        let app = scoped_app(&ts, "default");
+        let config = json!({"flink-rest-url": null, "savepoint-directory": "s3://bucket/sp"});
+        for cluster in ["x", "prod-eu"] {
+            let path = format!("/v1/clusters/{cluster}");
+            for token in [WRITE, WRITE_PROD] {
+                let (status, body) = call(&app, "PUT", &path, Some(token), Some(config.clone())).await;
+                if token == WRITE_PROD && cluster == "x" {
+                    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+                    continue;
+                }
+                assert_eq!(status, StatusCode::FORBIDDEN, "PUT {path}: {body}");
+                assert_eq!(
+                    error_of(&body),
+                    "this token has the write scope; the request needs admin"
+                );
+            }
+            assert!(
+                ts.store
+                    .list_clusters()
+                    .await
+                    .unwrap()
+                    .iter()
+                    .all(|c| c.cluster_id != cluster),
+                "a refused PUT configured {cluster}"
+            );
+        }
+        let (status, body) =
+            call(&app, "PUT", "/v1/clusters/x", Some(ADMIN), Some(config.clone())).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        // An admin of prod-* and staging: its clusters only.
+        let (status, body) =
+            call(&app, "PUT", "/v1/clusters/dev-1", Some(ADMIN_PROD), Some(config.clone())).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert_eq!(error_of(&body), "this token is not allowed for cluster dev-1");
+        for cluster in ["prod-eu", "staging"] {
+            let (status, body) = call(
+                &app,
+                "PUT",
+                &format!("/v1/clusters/{cluster}"),
+                Some(ADMIN_PROD),
+                Some(config.clone()),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{cluster}: {body}");
+        }
+        let configured: Vec<String> = ts
+            .store
+            .list_clusters()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.cluster_id)
+            .collect();
+        for cluster in ["x", "prod-eu", "staging"] {
+            assert!(configured.iter().any(|c| c == cluster), "{configured:?}");
+        }
+        assert!(!configured.iter().any(|c| c == "dev-1"), "{configured:?}");
+
+        // DELETE of entries, both kinds.
+        for (kind, store_kind, seg) in [
+            (Kind::Job, ResultKind::Job, "job-results"),
+            (Kind::Application, ResultKind::Application, "application-results"),
+        ] {
+            for (cluster, admin) in [("x", ADMIN), ("prod-eu", ADMIN_PROD)] {
+                let id = random_hex();
+                let base = format!("/v1/clusters/{cluster}/{seg}");
+                // write creates and marks clean: what a JobManager needs.
+                let (status, body) = call(&app, "POST", &base, Some(WRITE), Some(kind.body(&id))).await;
+                assert_eq!(status, StatusCode::CREATED, "{body}");
+                let (status, body) =
+                    call(&app, "POST", &format!("{base}/{id}/clean"), Some(WRITE), None).await;
+                assert!(status.is_success(), "{status} {body}");
+                let entry = format!("{base}/{id}");
+                for token in [WRITE, WRITE_PROD, READ] {
+                    let (status, body) = call(&app, "DELETE", &entry, Some(token), None).await;
+                    assert_eq!(status, StatusCode::FORBIDDEN, "DELETE {entry}: {body}");
+                }
+                assert!(stored(&ts, store_kind, cluster, &id).await, "a refused DELETE deleted");
+                let (status, body) = call(&app, "DELETE", &entry, Some(admin), None).await;
+                assert!(status.is_success(), "DELETE {entry}: {status} {body}");
+                assert!(!stored(&ts, store_kind, cluster, &id).await);
+            }
+        }
+        // admin implies write and read.
+        let id = random_hex();
+        let base = "/v1/clusters/prod-eu/job-results";
+        let (status, body) =
+            call(&app, "POST", base, Some(ADMIN_PROD), Some(Kind::Job.body(&id))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let (status, _) = call(&app, "GET", &format!("{base}/{id}"), Some(ADMIN), None).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+);
+
+/// A malformed tokens line (a bad cluster pattern, in the file or in JOBSTORE_TOKENS) stops
+/// `jobstore serve` with a message naming its line or item, never printing the token.
+#[tokio::test]
+async fn malformed_token_lines_stop_the_start_without_printing_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "s3cret-token-value-42";
+    let file = dir.path().join("tokens");
+    let db = format!("sqlite://{}", dir.path().join("j.db").display());
+    let cases: [(&str, Option<String>, Option<String>); 3] = [
+        (
+            "line 3",
+            Some(format!(
+                "# ops\nread ok-token-123\nwrite prod-*,dev/x {secret}\n"
+            )),
+            None,
+        ),
+        ("line 1", Some(format!("operator prod-* {secret}\n")), None),
+        (
+            "JOBSTORE_TOKENS item 2",
+            None,
+            Some(format!("read:ok-token-123,write:prod/*:{secret}")),
+        ),
+    ];
+    for (origin, file_text, env) in cases {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"));
+        cmd.args(["serve", "--database-url", &db, "--listen", "127.0.0.1:0"])
+            .env_remove("JOBSTORE_TOKENS")
+            .env_remove("JOBSTORE_TOKENS_FILE")
+            .kill_on_drop(true);
+        if let Some(text) = &file_text {
+            std::fs::write(&file, text).unwrap();
+            cmd.arg("--tokens-file").arg(&file);
+        }
+        if let Some(env) = &env {
+            cmd.env("JOBSTORE_TOKENS", env);
+        }
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .expect("jobstore serve did not stop on a malformed tokens line")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{origin}: {stderr}");
+        assert!(stderr.contains(origin), "{origin}: {stderr}");
+        assert!(
+            stderr.contains("cluster")
+                || stderr.contains("scope must be `read`, `write` or `admin`"),
+            "{origin}: {stderr}"
+        );
+        assert!(!stderr.contains(secret), "{origin}: {stderr}");
+    }
+    // The same file with well-formed lines starts (a cluster-limited line included).
+    let port = free_port();
+    std::fs::write(
+        &file,
+        format!("admin {ADMIN}\nwrite prod-*,staging {WRITE_PROD}\n"),
+    )
+    .unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"))
+        .args([
+            "serve",
+            "--database-url",
+            &db,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--tokens-file")
+        .arg(&file)
+        .env_remove("JOBSTORE_TOKENS")
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let _guard = Child(child);
+    let http = reqwest::Client::new();
+    let mut answered = None;
+    for _ in 0..300 {
+        if let Ok(r) = http
+            .get(format!(
+                "http://127.0.0.1:{port}/v1/clusters/prod-eu/job-results"
+            ))
+            .bearer_auth(WRITE_PROD)
+            .send()
+            .await
+        {
+            answered = Some(r.status());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(answered, Some(reqwest::StatusCode::OK));
+}

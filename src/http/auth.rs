@@ -1,11 +1,18 @@
-//! Bearer tokens with a `read` or `write` scope (write implies read).
+//! Bearer tokens with a scope (`read`, `write` or `admin`; each implies the ones before it),
+//! each valid for every cluster or only for the clusters its patterns name.
 //!
-//! Tokens come from a file (`--tokens-file`, one `SCOPE TOKEN` per line, `#` comments) or
-//! the environment (`JOBSTORE_TOKENS="read:TOKEN,write:TOKEN"`). With none configured, auth
-//! is off. With tokens, every request but `/healthz`, `/readyz` and `/metrics` needs
-//! `Authorization: Bearer <token>`: 401 without a known token, 403 when a read token asks
-//! to write (anything but GET and HEAD). Tokens are compared as SHA-256 digests in constant
-//! time, and never logged.
+//! Tokens come from a file (`--tokens-file`, one `SCOPE TOKEN` or `SCOPE CLUSTERS TOKEN` per
+//! line, `#` comments) or the environment (`JOBSTORE_TOKENS="read:TOKEN,write:prod-*:TOKEN"`).
+//! CLUSTERS is a list of cluster-id patterns (`,` between them in the file, `|` in the
+//! variable, whose items `,` already separates) where `*` matches any run of characters.
+//! With none configured, auth is off. With tokens, every request but `/healthz`, `/readyz`
+//! and `/metrics` needs `Authorization: Bearer <token>`: 401 without a known token, 403 when
+//! the token's scope is too low for the request (`GET`/`HEAD` need `read`, `PUT`/`DELETE`
+//! need `admin`, every other method `write`) or the request's cluster is not one of the
+//! token's (`/v1/clusters/{cluster}...` is for that cluster, the un-prefixed Flink routes
+//! `/jobs/...` for the default cluster; the cluster list `GET /v1/clusters` and any other
+//! path naming no cluster need a token for every cluster, `/openapi.json` excepted). Tokens
+//! are compared as SHA-256 digests in constant time, and never logged nor echoed.
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -14,11 +21,13 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
+use crate::ids::ClusterId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
     Read,
     Write,
+    Admin,
 }
 
 impl Scope {
@@ -26,23 +35,110 @@ impl Scope {
         match s {
             "read" => Some(Scope::Read),
             "write" => Some(Scope::Write),
+            "admin" => Some(Scope::Admin),
             _ => None,
         }
     }
+
+    fn name(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// The scope a request needs, by its method.
+    fn needed_by(method: &Method) -> Scope {
+        match *method {
+            Method::GET | Method::HEAD => Scope::Read,
+            Method::PUT | Method::DELETE => Scope::Admin,
+            _ => Scope::Write,
+        }
+    }
+}
+
+/// The clusters a token is valid for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Clusters {
+    All,
+    /// Cluster-id patterns, `*` matching any run of characters (none of them is `*` alone).
+    Only(Vec<String>),
+}
+
+impl Clusters {
+    /// Parses `p1<sep>p2...`; `None` when a pattern is empty, longer than a cluster id, or
+    /// has a character a cluster id cannot have (other than `*`).
+    fn parse(text: &str, sep: char) -> Option<Clusters> {
+        let mut patterns = Vec::new();
+        for p in text.split(sep) {
+            let ok = (1..=128).contains(&p.len())
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'*'));
+            if !ok {
+                return None;
+            }
+            if p.bytes().all(|b| b == b'*') {
+                return Some(Clusters::All);
+            }
+            patterns.push(p.to_owned());
+        }
+        Some(Clusters::Only(patterns))
+    }
+
+    fn allows(&self, cluster: &str) -> bool {
+        match self {
+            Clusters::All => true,
+            Clusters::Only(patterns) => patterns.iter().any(|p| glob(p, cluster)),
+        }
+    }
+}
+
+/// Whether `text` matches `pattern`, where `*` matches any run of characters (also none) and
+/// every other character itself. Linear in practice: one backtracking point, the last `*`.
+fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&b| b == b'*')
+}
+
+/// One configured token (its digest only).
+#[derive(Clone)]
+struct Entry {
+    digest: [u8; 32],
+    scope: Scope,
+    clusters: Clusters,
 }
 
 /// The configured tokens (digests only).
 #[derive(Clone, Default)]
 pub struct Tokens {
-    entries: Vec<([u8; 32], Scope)>,
+    entries: Vec<Entry>,
 }
 
 impl std::fmt::Debug for Tokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Tokens({} configured, values redacted)",
-            self.entries.len()
+            "Tokens({} configured, {} cluster-limited, values redacted)",
+            self.entries.len(),
+            self.limited()
         )
     }
 }
@@ -50,6 +146,10 @@ impl std::fmt::Debug for Tokens {
 fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
+
+/// What one presented token may do: the union of the lines that configure it.
+#[derive(Debug, Default)]
+struct Grants<'a>(Vec<(Scope, &'a Clusters)>);
 
 impl Tokens {
     pub fn is_empty(&self) -> bool {
@@ -60,20 +160,53 @@ impl Tokens {
         self.entries.len()
     }
 
-    fn add(&mut self, scope: &str, token: &str, origin: &str) -> Result<(), String> {
+    /// How many tokens are limited to some clusters.
+    pub fn limited(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.clusters != Clusters::All)
+            .count()
+    }
+
+    /// Adds one token. Messages name `origin` (the line or item), never the token nor any
+    /// other text of the line: a line with its fields out of order would have the token
+    /// where a scope or a pattern belongs.
+    fn add(
+        &mut self,
+        scope: &str,
+        clusters: Option<(&str, char)>,
+        token: &str,
+        origin: &str,
+    ) -> Result<(), String> {
         let scope = Scope::parse(scope.trim())
-            .ok_or_else(|| format!("{origin}: scope must be `read` or `write`"))?;
+            .ok_or_else(|| format!("{origin}: scope must be `read`, `write` or `admin`"))?;
+        let clusters = match clusters {
+            None => Clusters::All,
+            Some((text, sep)) => Clusters::parse(text.trim(), sep).ok_or_else(|| {
+                format!(
+                    "{origin}: the clusters must be cluster-id patterns separated by `{sep}` \
+                     (letters, digits, `.`, `_`, `-`, and `*` for any run of characters; \
+                     1 to 128 characters each)"
+                )
+            })?,
+        };
         let token = token.trim();
         if token.len() < 8 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(format!(
                 "{origin}: a token must be at least 8 characters without spaces"
             ));
         }
-        self.entries.push((digest(token), scope));
+        self.entries.push(Entry {
+            digest: digest(token),
+            scope,
+            clusters,
+        });
         Ok(())
     }
 
-    /// Reads a tokens file: one `SCOPE TOKEN` per line; blank lines and `#` comments skipped.
+    /// Reads a tokens file: one `SCOPE TOKEN` (every cluster) or `SCOPE CLUSTERS TOKEN`
+    /// (CLUSTERS: comma-separated cluster-id patterns) per line; blank lines and `#`
+    /// comments skipped.
     pub fn parse_file(text: &str, name: &str) -> Result<Tokens, String> {
         let mut tokens = Tokens::default();
         for (n, line) in text.lines().enumerate() {
@@ -82,15 +215,25 @@ impl Tokens {
                 continue;
             }
             let origin = format!("{name} line {}", n + 1);
-            let (scope, token) = line
-                .split_once(char::is_whitespace)
-                .ok_or_else(|| format!("{origin}: expected `SCOPE TOKEN`"))?;
-            tokens.add(scope, token, &origin)?;
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields[..] {
+                [scope, token] => tokens.add(scope, None, token, &origin)?,
+                [scope, clusters, token] => {
+                    tokens.add(scope, Some((clusters, ',')), token, &origin)?
+                }
+                _ => {
+                    return Err(format!(
+                        "{origin}: expected `SCOPE TOKEN` or `SCOPE CLUSTERS TOKEN`"
+                    ));
+                }
+            }
         }
         Ok(tokens)
     }
 
-    /// Reads `read:TOKEN,write:TOKEN` (the JOBSTORE_TOKENS variable).
+    /// Reads `read:TOKEN,write:CLUSTERS:TOKEN` (the JOBSTORE_TOKENS variable), CLUSTERS
+    /// being `|`-separated cluster-id patterns. An item has at most three `:`-separated
+    /// fields: a token with a `:` in it needs the CLUSTERS field (`write:*:to:ken`).
     pub fn parse_env(text: &str) -> Result<Tokens, String> {
         let mut tokens = Tokens::default();
         for (n, item) in text
@@ -100,10 +243,18 @@ impl Tokens {
             .enumerate()
         {
             let origin = format!("JOBSTORE_TOKENS item {}", n + 1);
-            let (scope, token) = item
-                .split_once(':')
-                .ok_or_else(|| format!("{origin}: expected `SCOPE:TOKEN`"))?;
-            tokens.add(scope, token, &origin)?;
+            let fields: Vec<&str> = item.splitn(3, ':').collect();
+            match fields[..] {
+                [scope, token] => tokens.add(scope, None, token, &origin)?,
+                [scope, clusters, token] => {
+                    tokens.add(scope, Some((clusters, '|')), token, &origin)?
+                }
+                _ => {
+                    return Err(format!(
+                        "{origin}: expected `SCOPE:TOKEN` or `SCOPE:CLUSTERS:TOKEN`"
+                    ));
+                }
+            }
         }
         Ok(tokens)
     }
@@ -113,16 +264,23 @@ impl Tokens {
         self
     }
 
-    /// The scope of a presented token, comparing every configured digest in constant time.
-    fn scope_of(&self, presented: &str) -> Option<Scope> {
+    /// What a presented token may do, comparing every configured digest in constant time
+    /// (every entry is compared, whichever matches).
+    fn grants_of(&self, presented: &str) -> Grants<'_> {
         let d = digest(presented);
-        let mut found: Option<Scope> = None;
-        for (known, scope) in &self.entries {
-            if bool::from(known.ct_eq(&d)) {
-                found = found.max(Some(*scope));
+        let mut grants = Grants::default();
+        for e in &self.entries {
+            if bool::from(e.digest.ct_eq(&d)) {
+                grants.0.push((e.scope, &e.clusters));
             }
         }
-        found
+        grants
+    }
+
+    /// The highest scope of a presented token, whatever its clusters (tests).
+    #[cfg(test)]
+    fn scope_of(&self, presented: &str) -> Option<Scope> {
+        self.grants_of(presented).0.iter().map(|g| g.0).max()
     }
 }
 
@@ -131,10 +289,82 @@ fn is_open(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
+/// The clusters a request reaches, by its path.
+#[derive(Debug, PartialEq, Eq)]
+enum Target {
+    /// One cluster: `/v1/clusters/{cluster}[/...]`, or the default cluster for `/jobs/...`.
+    Cluster(String),
+    /// A cluster segment that is not a cluster id once percent-decoded (the route answers
+    /// 400): only a token for every cluster passes.
+    BadCluster,
+    /// No cluster in particular: `/openapi.json`.
+    Nothing,
+    /// Every cluster, or a path that names none (`GET /v1/clusters`, unknown paths): only a
+    /// token for every cluster passes, so that a route added later without a cluster in its
+    /// path is closed to cluster-limited tokens until someone decides otherwise.
+    Any,
+}
+
+fn target(path: &str, default_cluster: &ClusterId) -> Target {
+    if path == "/openapi.json" {
+        return Target::Nothing;
+    }
+    if path == "/jobs" || path.starts_with("/jobs/") {
+        return Target::Cluster(default_cluster.as_str().to_owned());
+    }
+    let Some(rest) = path.strip_prefix("/v1/clusters/") else {
+        return Target::Any;
+    };
+    let segment = rest.split('/').next().unwrap_or_default();
+    if segment.is_empty() {
+        return Target::Any;
+    }
+    // The router percent-decodes the segment before the handler parses it as a cluster id:
+    // decide on the same text.
+    match percent_decode(segment) {
+        Some(c) if c.parse::<ClusterId>().is_ok() => Target::Cluster(c),
+        _ => Target::BadCluster,
+    }
+}
+
+/// `%XX`-decodes a path segment; `None` for a malformed escape or text that is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return Some(s.to_owned());
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// At most 64 characters of a cluster id, for messages.
+fn shown(cluster: &str) -> &str {
+    match cluster.char_indices().nth(64) {
+        Some((i, _)) => &cluster[..i],
+        None => cluster,
+    }
+}
+
+fn forbidden(message: String) -> Response {
+    ApiError::new(StatusCode::FORBIDDEN, message).into_response()
+}
+
 /// The check every request goes through (in `http::edge_layer`): the 401 or 403 answer
 /// for a request that may not pass, `None` for one that may.
-pub fn denial(tokens: &Tokens, req: &Request) -> Option<Response> {
-    if tokens.is_empty() || is_open(req.uri().path()) {
+pub fn denial(tokens: &Tokens, default_cluster: &ClusterId, req: &Request) -> Option<Response> {
+    let path = req.uri().path();
+    if tokens.is_empty() || is_open(path) {
         return None;
     }
     let presented = req
@@ -145,7 +375,8 @@ pub fn denial(tokens: &Tokens, req: &Request) -> Option<Response> {
             let (scheme, token) = v.split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
         });
-    let Some(scope) = presented.and_then(|t| tokens.scope_of(t)) else {
+    let grants = presented.map(|t| tokens.grants_of(t)).unwrap_or_default();
+    if grants.0.is_empty() {
         let mut res = ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing or unknown bearer token: send Authorization: Bearer <token>",
@@ -154,22 +385,44 @@ pub fn denial(tokens: &Tokens, req: &Request) -> Option<Response> {
         res.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Some(res);
-    };
-    let needs = if matches!(*req.method(), Method::GET | Method::HEAD) {
-        Scope::Read
-    } else {
-        Scope::Write
-    };
-    if scope < needs {
-        return Some(
-            ApiError::new(
-                StatusCode::FORBIDDEN,
-                "this token has the read scope; the request needs write",
-            )
-            .into_response(),
-        );
     }
-    None
+    let needs = Scope::needed_by(req.method());
+    let target = target(path, default_cluster);
+    let reaches = |clusters: &Clusters| match &target {
+        Target::Nothing => true,
+        Target::Cluster(c) => clusters.allows(c),
+        Target::BadCluster | Target::Any => *clusters == Clusters::All,
+    };
+    if grants.0.iter().any(|(s, c)| *s >= needs && reaches(c)) {
+        return None;
+    }
+    // Refused: by scope when some line of the token reaches the target, else by cluster.
+    if let Some(best) = grants
+        .0
+        .iter()
+        .filter(|(_, c)| reaches(c))
+        .map(|g| g.0)
+        .max()
+    {
+        return Some(forbidden(format!(
+            "this token has the {} scope; the request needs {}",
+            best.name(),
+            needs.name()
+        )));
+    }
+    tracing::warn!(
+        target = ?target,
+        method = %req.method(),
+        "a cluster-limited token was refused outside its clusters"
+    );
+    Some(forbidden(match &target {
+        Target::Cluster(c) => format!("this token is not allowed for cluster {}", shown(c)),
+        Target::BadCluster => "this token is not allowed for this cluster".to_owned(),
+        Target::Nothing | Target::Any => {
+            "this token is limited to some clusters; this path needs a token for every cluster"
+                .to_owned()
+        }
+    }))
 }
 
 #[cfg(test)]
@@ -188,12 +441,123 @@ mod tests {
         let e = Tokens::parse_env("read:abcdefgh, write:ijklmnop").unwrap();
         assert_eq!(e.scope_of("ijklmnop"), Some(Scope::Write));
         assert!(
-            Tokens::parse_file("admin xxxxxxxxxx", "f")
+            Tokens::parse_file("owner xxxxxxxxxx", "f")
                 .unwrap_err()
                 .contains("line 1")
         );
         assert!(Tokens::parse_env("read:short").is_err());
         assert!(Tokens::parse_env("readtoken").is_err());
         assert!(!format!("{t:?}").contains("reader-token"));
+    }
+
+    #[test]
+    fn parses_admin_and_cluster_patterns() {
+        let t = Tokens::parse_file(
+            "admin admin-token-1\nwrite prod-*,staging writer-token-1\nread * reader-token-1\n",
+            "f",
+        )
+        .unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.limited(), 1);
+        assert_eq!(t.scope_of("admin-token-1"), Some(Scope::Admin));
+        let g = t.grants_of("writer-token-1");
+        assert_eq!(
+            g.0,
+            vec![(
+                Scope::Write,
+                &Clusters::Only(vec!["prod-*".into(), "staging".into()])
+            )]
+        );
+        assert_eq!(*t.grants_of("reader-token-1").0[0].1, Clusters::All);
+        let e = Tokens::parse_env("write:prod-*|dev-?x:abcdefgh");
+        assert!(e.is_err(), "`?` is no pattern character");
+        let e = Tokens::parse_env("read:abcdefgh,write:prod-*|eu-*:ijklmnop,admin:*:to:ken:xyz")
+            .unwrap();
+        assert_eq!(
+            *e.grants_of("ijklmnop").0[0].1,
+            Clusters::Only(vec!["prod-*".into(), "eu-*".into()])
+        );
+        assert_eq!(e.scope_of("to:ken:xyz"), Some(Scope::Admin));
+        assert_eq!(e.scope_of("abcdefgh"), Some(Scope::Read));
+    }
+
+    #[test]
+    fn malformed_lines_name_their_line_and_never_the_token() {
+        let secret = "s3cr3t-t0ken-value";
+        for (text, what) in [
+            (format!("read ok-token-1\nowner {secret}\n"), "scope"),
+            (format!("# c\n\nwrite prod/eu {secret}\n"), "clusters"),
+            (format!("write prod-*,,eu {secret}\n"), "clusters"),
+            (format!("write {secret} prod-*\n"), "at least 8"),
+            (format!("write prod-* {secret} extra\n"), "expected"),
+            ("write prod-* short\n".to_owned(), "at least 8"),
+            (format!("{secret}\n"), "expected"),
+        ] {
+            let err = Tokens::parse_file(&text, "tokens").unwrap_err();
+            let line = text.lines().count();
+            assert!(err.contains(&format!("tokens line {line}:")), "{err}");
+            assert!(err.contains(what), "{err}");
+            assert!(!err.contains(secret), "{err}");
+        }
+        for (text, what) in [
+            (format!("read:ok-token-1,owner:{secret}"), "item 2"),
+            (format!("write:prod eu:{secret}"), "item 1"),
+            (format!("write:{secret}"), ""),
+        ] {
+            match Tokens::parse_env(&text) {
+                Err(err) => {
+                    assert!(err.contains(what), "{err}");
+                    assert!(!err.contains(secret), "{err}");
+                }
+                Ok(_) => assert!(what.is_empty(), "{text} parsed"),
+            }
+        }
+    }
+
+    #[test]
+    fn globs_match_star_runs_only() {
+        for (p, t, m) in [
+            ("prod-*", "prod-eu", true),
+            ("prod-*", "prod-", true),
+            ("prod-*", "prod", false),
+            ("prod-*", "dev-1", false),
+            ("*-eu", "prod-eu", true),
+            ("*-eu", "prod-eu-2", false),
+            ("p*d*u", "prod-eu", true),
+            ("p*d*x", "prod-eu", false),
+            ("prod", "prod", true),
+            ("prod", "prod-eu", false),
+            ("a.b", "aXb", false),
+            ("**", "", true),
+        ] {
+            assert_eq!(glob(p, t), m, "{p} {t}");
+        }
+    }
+
+    #[test]
+    fn targets_by_path() {
+        let d: ClusterId = "default".parse().unwrap();
+        assert_eq!(
+            target("/v1/clusters/prod-eu/job-results", &d),
+            Target::Cluster("prod-eu".into())
+        );
+        assert_eq!(
+            target("/v1/clusters/prod-eu", &d),
+            Target::Cluster("prod-eu".into())
+        );
+        assert_eq!(
+            target("/v1/clusters/prod%2Deu/job-results", &d),
+            Target::Cluster("prod-eu".into())
+        );
+        assert_eq!(target("/v1/clusters/prod-%2F/x", &d), Target::BadCluster);
+        assert_eq!(target("/v1/clusters/prod-%zz/x", &d), Target::BadCluster);
+        assert_eq!(
+            target("/jobs/abc/savepoints", &d),
+            Target::Cluster("default".into())
+        );
+        assert_eq!(target("/v1/clusters", &d), Target::Any);
+        assert_eq!(target("/v1/clusters/", &d), Target::Any);
+        assert_eq!(target("/v1/other", &d), Target::Any);
+        assert_eq!(target("/openapi.json", &d), Target::Nothing);
     }
 }

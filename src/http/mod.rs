@@ -36,7 +36,7 @@ pub struct HttpConfig {
     pub request_timeout: Duration,
     /// The cluster the un-prefixed Flink routes (`/jobs/...`) act on.
     pub default_cluster: ClusterId,
-    /// Bearer tokens; none configured means auth is off.
+    /// Bearer tokens (scopes, clusters); none configured means auth is off.
     pub tokens: auth::Tokens,
 }
 
@@ -78,6 +78,7 @@ pub fn router(state: AppState) -> Router {
     let body_limit = state.config.body_limit;
     let edge = Arc::new(Edge {
         tokens: state.config.tokens.clone(),
+        default_cluster: state.config.default_cluster.clone(),
         metrics: state.metrics.clone(),
         request_timeout: state.config.request_timeout,
     });
@@ -99,6 +100,8 @@ pub fn router(state: AppState) -> Router {
 /// What the one middleware needs.
 struct Edge {
     tokens: auth::Tokens,
+    /// The cluster of the un-prefixed Flink routes, for cluster-limited tokens.
+    default_cluster: ClusterId,
     metrics: Arc<crate::metrics::Metrics>,
     request_timeout: Duration,
 }
@@ -115,7 +118,7 @@ async fn edge_layer(
     let route = req.extensions().get::<MatchedPath>().cloned();
     let method = req.method().clone();
     let handle = async {
-        if let Some(denied) = auth::denial(&edge.tokens, &req) {
+        if let Some(denied) = auth::denial(&edge.tokens, &edge.default_cluster, &req) {
             return denied;
         }
         let limit = edge.request_timeout;
