@@ -1080,6 +1080,30 @@ async fn import_skips_what_is_no_regular_file(backend: Backend) {
         "a file of exactly the limit loads\n{}",
         run.all()
     );
+
+    // A file whose size says 0 but that reads longer (a file that grows while it is read
+    // behaves the same): the bounded reader stops at the limit.
+    let growing = tempfile::tempdir().unwrap();
+    let name = format!("{}.json", JOB_IDS[4]);
+    symlink("/proc/self/environ", growing.path().join(&name)).unwrap();
+    let run = jobstore_bounded(
+        &db,
+        &[
+            "import",
+            "--cluster",
+            "grow",
+            "--max-file-size",
+            "10",
+            path_str(growing.path()),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    assert!(
+        failure_line(&run, &name).contains("more than 10 (it grew while read)"),
+        "{}",
+        run.all()
+    );
 }
 
 #[tokio::test]
