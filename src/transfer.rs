@@ -15,6 +15,15 @@
 //! `export` writes, so an export imports back as it is). Other files and folders are
 //! ignored (counted in the summary), as Flink ignores them.
 //!
+//! Symbolic links are followed, as Flink's file system follows them: a link to a regular
+//! file is read like that file, a link to a folder named as a store is listed. A `*.json`
+//! entry that is not a regular file (a FIFO, a socket, a device, a link to nothing or to
+//! one of those) is reported by name and skipped, never opened; a file larger than
+//! `--max-file-size` (64 MiB by default) is reported and skipped unread. Files are opened
+//! without blocking, checked again through the open handle, and read through a reader
+//! bounded at the limit, so a file swapped or grown after the listing cannot hang the
+//! import nor fill its memory.
+//!
 //! Which store a file belongs to is decided by its content, so one folder may hold both
 //! (`--kind auto`, the default): a `result` with `application-id` and no `id` is an
 //! application result, anything else a job result (a Flink 2.3 job result carries both `id`
@@ -48,7 +57,9 @@
 //! not in its application store fails at start).
 //!
 //! Each file is written to a temporary file in the same folder, flushed, and renamed over
-//! its name, so a reader never sees half a file. Writing `<id>.json` removes an
+//! its name, so a reader never sees half a file. The temporary file is created exclusively
+//! under a random name (`.<name>.XXXXXX.tmp`), so nothing planted in the folder is
+//! followed or overwritten; a store folder that is a symbolic link is refused. Writing `<id>.json` removes an
 //! `<id>_DIRTY.json` left by an earlier export (and the other way round): Flink would
 //! otherwise see the entry in both states. Other files already in the folders are left in
 //! place and reported. Entries are read page by page, ordered by id.
@@ -92,8 +103,9 @@ with `application-id` and no `id` is an application result, anything else a job 
 
 Idempotent: entries already present are left as they are (a dirty entry whose file is clean is
 marked clean; a clean entry whose file is dirty stays clean). A file that cannot be read or
-parsed, or whose name's id is not its content's id, is reported by name and skipped; the rest
-load. Prints counts (imported dirty, imported clean, marked clean, already present, failed);
+parsed, whose name's id is not its content's id, that is not a regular file (a FIFO, a device,
+a symbolic link to nothing) or is larger than --max-file-size, is reported by name and skipped;
+the rest load. Symbolic links to regular files and folders are followed. Prints counts (imported dirty, imported clean, marked clean, already present, failed);
 the exit status is 1 when any file failed.";
 
 const EXPORT_HELP: &str = "\
@@ -104,8 +116,10 @@ write them: <id>_DIRTY.json for a dirty entry, <id>.json for a clean one, conten
 job-result-store.storage-path: DIR/job-result-store and
 application-result-store.storage-path: DIR/application-result-store.
 
-Files are written atomically (temporary file, then rename). Writing one state's file removes
-the other state's file of the same entry; other files already there are left and reported.";
+Files are written atomically (a temporary file created exclusively under a random name, then
+a rename), so nothing planted in the folders is followed or overwritten; a store folder that is
+a symbolic link is refused. Writing one state's file removes the other state's file of the same
+entry; other files already there are left and reported.";
 
 /// Which store the files of an import belong to.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

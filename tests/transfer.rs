@@ -962,8 +962,8 @@ async fn import_skips_what_is_no_regular_file(backend: Backend) {
     mkfifo(&d.join(fifo));
     let fifo_target = elsewhere.path().join("fifo");
     mkfifo(&fifo_target);
-    let fifo_link = format!("job-result-store/00000000000000000000000000000003.json");
-    symlink(&fifo_target, d.join(&fifo_link)).unwrap();
+    let fifo_link = "job-result-store/00000000000000000000000000000003.json";
+    symlink(&fifo_target, d.join(fifo_link)).unwrap();
     let huge = "00000000000000000000000000000004.json";
     let file = std::fs::File::create(d.join(huge)).unwrap();
     // Sparse: no disk is used.
@@ -996,7 +996,7 @@ async fn import_skips_what_is_no_regular_file(backend: Backend) {
     );
     assert!(failure_line(&run, fifo).contains("FIFO"), "{}", run.all());
     assert!(
-        failure_line(&run, &fifo_link).contains("symbolic link to a FIFO"),
+        failure_line(&run, fifo_link).contains("symbolic link to a FIFO"),
         "{}",
         run.all()
     );
@@ -1005,7 +1005,7 @@ async fn import_skips_what_is_no_regular_file(backend: Backend) {
         "{}",
         run.all()
     );
-    for bad in [dangling.as_str(), fifo, &fifo_link, huge] {
+    for bad in [dangling.as_str(), fifo, fifo_link, huge] {
         assert!(
             run.stdout.contains(bad),
             "the summary names {bad}\n{}",
