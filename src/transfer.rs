@@ -690,13 +690,17 @@ pub fn file_content(entry: &ResultEntry) -> Vec<u8> {
 
 /// Writes `content` to `dir/name` through a temporary file in `dir` and a rename.
 ///
-/// The temporary file is created exclusively (`O_CREAT|O_EXCL`, a random name, mode 0600),
-/// so a symbolic link or a file planted at a predictable name is never followed nor
-/// overwritten; the rename replaces a link at `dir/name` itself, not what it points to.
+/// The temporary file is created exclusively (`O_CREAT|O_EXCL`, a random name), so a
+/// symbolic link or a file planted at a predictable name is never followed nor overwritten;
+/// the rename replaces a link at `dir/name` itself, not what it points to. Its mode is the
+/// one `File::create` gives (0666 less the umask), so a Flink running as another user
+/// reads the export as before.
 fn write_atomically(dir: &Path, name: &str, content: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)?;
     tmp.write_all(content)?;
     tmp.as_file().sync_all()?;

@@ -1169,6 +1169,13 @@ async fn export_follows_no_planted_link(backend: Backend) {
         "{name} is a regular file, not the planted link\n{all}"
     );
     assert_eq!(read_json(&exported), job_file(DIRTY_JOB), "{all}");
+    // The mode a plain File::create gives (0666 less the umask), as before: a Flink running
+    // as another user still reads the export.
+    use std::os::unix::fs::PermissionsExt as _;
+    let plain = victims.path().join("plain");
+    std::fs::File::create(&plain).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&exported), mode(&plain), "{all}");
 
     // A link planted as a subfolder: refused, nothing written where it points.
     let out = tempfile::tempdir().unwrap();
