@@ -241,11 +241,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .map(|u| u.trim_end_matches('/').to_owned()),
         savepoint_directory: args.savepoint_dir.clone().filter(|d| !d.is_empty()),
     };
-    if store
-        .put_cluster(&flags, ConfiguredBy::Flags)
-        .await?
-        .is_none()
-    {
+    // Replicas started with other flags take turns: the last one started wins (a rolling
+    // restart with new flags converges); each one that overrides says so.
+    let stored = store.get_cluster(&default_cluster).await?;
+    if let Some(applied) = store.put_cluster(&flags, ConfiguredBy::Flags).await? {
+        warn_flags_override(stored.as_ref(), &applied);
+    } else {
         tracing::info!(cluster = %default_cluster, "the default cluster was configured through PUT; --flink-rest-url and --savepoint-dir are not applied");
     }
     if tokens.is_empty() {
@@ -308,6 +309,29 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Warns when this process's `--flink-rest-url`/`--savepoint-dir` replaced other values
+/// that flags (another replica's, or an earlier start's) had stored for the default cluster.
+fn warn_flags_override(stored: Option<&ClusterConfig>, applied: &ClusterConfig) {
+    let Some(stored) = stored else { return };
+    if (&stored.flink_rest_url, &stored.savepoint_directory)
+        == (&applied.flink_rest_url, &applied.savepoint_directory)
+    {
+        return;
+    }
+    let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".to_owned());
+    tracing::warn!(
+        cluster = %applied.cluster_id,
+        stored_flink_rest_url = %shown(&stored.flink_rest_url),
+        stored_savepoint_dir = %shown(&stored.savepoint_directory),
+        flink_rest_url = %shown(&applied.flink_rest_url),
+        savepoint_dir = %shown(&applied.savepoint_directory),
+        "the default cluster's settings stored by flags differ from this process's \
+         --flink-rest-url/--savepoint-dir: this process's flags replace them (the last replica \
+         started wins); start every replica with the same flags, or configure the cluster \
+         with PUT /v1/clusters/{{cluster}}"
+    );
 }
 
 /// The tokens of `--tokens-file` and `JOBSTORE_TOKENS`.

@@ -15,6 +15,15 @@
 //! `export` writes, so an export imports back as it is). Other files and folders are
 //! ignored (counted in the summary), as Flink ignores them.
 //!
+//! Symbolic links are followed, as Flink's file system follows them: a link to a regular
+//! file is read like that file, a link to a folder named as a store is listed. A `*.json`
+//! entry that is not a regular file (a FIFO, a socket, a device, a link to nothing or to
+//! one of those) is reported by name and skipped, never opened; a file larger than
+//! `--max-file-size` (64 MiB by default) is reported and skipped unread. Files are opened
+//! without blocking, checked again through the open handle, and read through a reader
+//! bounded at the limit, so a file swapped or grown after the listing cannot hang the
+//! import nor fill its memory.
+//!
 //! Which store a file belongs to is decided by its content, so one folder may hold both
 //! (`--kind auto`, the default): a `result` with `application-id` and no `id` is an
 //! application result, anything else a job result (a Flink 2.3 job result carries both `id`
@@ -48,7 +57,9 @@
 //! not in its application store fails at start).
 //!
 //! Each file is written to a temporary file in the same folder, flushed, and renamed over
-//! its name, so a reader never sees half a file. Writing `<id>.json` removes an
+//! its name, so a reader never sees half a file. The temporary file is created exclusively
+//! under a random name (`.<name>.XXXXXX.tmp`), so nothing planted in the folder is
+//! followed or overwritten; a store folder that is a symbolic link is refused. Writing `<id>.json` removes an
 //! `<id>_DIRTY.json` left by an earlier export (and the other way round): Flink would
 //! otherwise see the entry in both states. Other files already in the folders are left in
 //! place and reported. Entries are read page by page, ordered by id.
@@ -77,6 +88,9 @@ pub const APPLICATION_DIR: &str = "application-result-store";
 const EXPORT_PAGE: u32 = 1000;
 /// How many files `export` writes at once.
 const EXPORT_WRITERS: usize = 8;
+/// The default `--max-file-size` of import: 64 MiB, far above Flink's largest result file
+/// (a job result with its failure-cause, tens of KB).
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 * 1024 * 1024;
 /// Flink's suffix of a dirty entry's file.
 const DIRTY_SUFFIX: &str = "_DIRTY.json";
 const JSON_SUFFIX: &str = ".json";
@@ -89,8 +103,9 @@ with `application-id` and no `id` is an application result, anything else a job 
 
 Idempotent: entries already present are left as they are (a dirty entry whose file is clean is
 marked clean; a clean entry whose file is dirty stays clean). A file that cannot be read or
-parsed, or whose name's id is not its content's id, is reported by name and skipped; the rest
-load. Prints counts (imported dirty, imported clean, marked clean, already present, failed);
+parsed, whose name's id is not its content's id, that is not a regular file (a FIFO, a device,
+a symbolic link to nothing) or is larger than --max-file-size, is reported by name and skipped;
+the rest load. Symbolic links to regular files and folders are followed. Prints counts (imported dirty, imported clean, marked clean, already present, failed);
 the exit status is 1 when any file failed.";
 
 const EXPORT_HELP: &str = "\
@@ -101,8 +116,10 @@ write them: <id>_DIRTY.json for a dirty entry, <id>.json for a clean one, conten
 job-result-store.storage-path: DIR/job-result-store and
 application-result-store.storage-path: DIR/application-result-store.
 
-Files are written atomically (temporary file, then rename). Writing one state's file removes
-the other state's file of the same entry; other files already there are left and reported.";
+Files are written atomically (a temporary file created exclusively under a random name, then
+a rename), so nothing planted in the folders is followed or overwritten; a store folder that is
+a symbolic link is refused. Writing one state's file removes the other state's file of the same
+entry; other files already there are left and reported.";
 
 /// Which store the files of an import belong to.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +155,9 @@ pub struct ImportArgs {
     /// Which store the files belong to (auto: decided by each file's content).
     #[arg(long, value_enum, default_value_t = ImportKind::Auto)]
     pub kind: ImportKind,
+    /// Largest file read, in bytes; a larger one is reported and skipped, unread.
+    #[arg(long, env = "JOBSTORE_MAX_FILE_SIZE", default_value_t = DEFAULT_MAX_FILE_SIZE)]
+    pub max_file_size: u64,
     /// A directory of Flink result-store files.
     pub dir: PathBuf,
 }
@@ -194,10 +214,12 @@ fn report(bar: &ProgressBar, line: String) {
 // ---------------------------------------------------------------------------------------
 // Import
 
-/// One file to import: its path and the name it is reported by (relative to DIR).
+/// One file to import: its path and the name it is reported by (relative to DIR), or why
+/// it cannot be (found while listing: not a regular file, a link to nothing, ...).
 struct Candidate {
     path: PathBuf,
     display: String,
+    problem: Option<String>,
 }
 
 /// The files of an import directory, sorted by their reported name, and how many entries
@@ -211,6 +233,58 @@ fn collect_files(dir: &Path) -> anyhow::Result<(Vec<Candidate>, usize)> {
     Ok((files, ignored))
 }
 
+/// What a directory entry is, with symbolic links followed (as Flink's file system does).
+enum EntryType {
+    Dir,
+    File,
+    /// Anything else (a FIFO, a socket, a device, a link to nothing, an unreadable entry):
+    /// why, in words.
+    Other(String),
+}
+
+fn entry_type(item: &std::fs::DirEntry) -> EntryType {
+    // The listing's own type: no system call, and a FIFO is never opened to find out.
+    let own = match item.file_type() {
+        Ok(t) => t,
+        Err(e) => return EntryType::Other(format!("cannot inspect it: {e}")),
+    };
+    let (ty, link) = if own.is_symlink() {
+        match std::fs::metadata(item.path()) {
+            Ok(meta) => (meta.file_type(), " a symbolic link to"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return EntryType::Other("a symbolic link to nothing (dangling)".to_owned());
+            }
+            Err(e) => {
+                return EntryType::Other(format!("a symbolic link that cannot be followed: {e}"));
+            }
+        }
+    } else {
+        (own, "")
+    };
+    if ty.is_dir() {
+        EntryType::Dir
+    } else if ty.is_file() {
+        EntryType::File
+    } else {
+        EntryType::Other(format!("not a regular file but{link} {}", describe(ty)))
+    }
+}
+
+fn describe(ty: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if ty.is_fifo() {
+        "a FIFO"
+    } else if ty.is_socket() {
+        "a socket"
+    } else if ty.is_char_device() {
+        "a character device"
+    } else if ty.is_block_device() {
+        "a block device"
+    } else {
+        "something else"
+    }
+}
+
 fn scan_dir(
     dir: &Path,
     prefix: &str,
@@ -222,24 +296,69 @@ fn scan_dir(
         let item = item?;
         let name = item.file_name().to_string_lossy().into_owned();
         let path = item.path();
-        // Follow symbolic links, as Flink's file system does.
-        let meta = std::fs::metadata(&path)?;
-        if meta.is_dir() {
-            if top && (name == JOB_DIR || name == APPLICATION_DIR) {
-                scan_dir(&path, &format!("{prefix}{name}/"), false, files, ignored)?;
-            } else {
-                *ignored += 1;
+        let display = format!("{prefix}{name}");
+        match entry_type(&item) {
+            EntryType::Dir if top && (name == JOB_DIR || name == APPLICATION_DIR) => {
+                // A subfolder that cannot be listed is reported; the rest still loads.
+                if let Err(e) = scan_dir(&path, &format!("{display}/"), false, files, ignored) {
+                    files.push(Candidate {
+                        path,
+                        display: format!("{display}/"),
+                        problem: Some(format!("cannot list it: {e}")),
+                    });
+                }
             }
-        } else if name.ends_with(JSON_SUFFIX) {
-            files.push(Candidate {
+            EntryType::File if name.ends_with(JSON_SUFFIX) => files.push(Candidate {
                 path,
-                display: format!("{prefix}{name}"),
-            });
-        } else {
-            *ignored += 1;
+                display,
+                problem: None,
+            }),
+            // A `*.json` name that is no regular file is reported, never opened.
+            EntryType::Other(why) if name.ends_with(JSON_SUFFIX) => files.push(Candidate {
+                path,
+                display,
+                problem: Some(why),
+            }),
+            _ => *ignored += 1,
         }
     }
     Ok(())
+}
+
+/// Reads a regular file of at most `limit` bytes. The file is opened without blocking (a
+/// FIFO swapped in after the listing does not hang the import), checked to be a regular
+/// file through its open handle, and read through a reader bounded at `limit + 1` bytes,
+/// so a file that grows while it is read cannot bring more than that into memory.
+fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "not a regular file but {}",
+            describe(meta.file_type())
+        ));
+    }
+    let too_big =
+        |size: String| format!("it is {size} bytes, more than --max-file-size {limit}: not read");
+    if meta.len() > limit {
+        return Err(too_big(meta.len().to_string()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big(format!("more than {limit} (it grew while read)")));
+    }
+    Ok(bytes)
 }
 
 /// The id and state a file name says: `<id>.json` or `<id>_DIRTY.json`.
@@ -269,7 +388,10 @@ fn detect_kind(value: &Value) -> ResultKind {
     }
 }
 
-fn read_file(candidate: &Candidate, forced: ImportKind) -> Result<Parsed, String> {
+fn read_file(candidate: &Candidate, forced: ImportKind, limit: u64) -> Result<Parsed, String> {
+    if let Some(problem) = &candidate.problem {
+        return Err(problem.clone());
+    }
     let file_name = candidate
         .path
         .file_name()
@@ -278,7 +400,7 @@ fn read_file(candidate: &Candidate, forced: ImportKind) -> Result<Parsed, String
     let (name_id, state) = parse_file_name(&file_name).ok_or_else(|| {
         "the name is not <id>.json or <id>_DIRTY.json with a 32-hex-character id".to_owned()
     })?;
-    let bytes = std::fs::read(&candidate.path).map_err(|e| format!("cannot read it: {e}"))?;
+    let bytes = read_bounded(&candidate.path, limit)?;
     let value: Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("it is not valid JSON: {e}"))?;
     let kind = match forced {
@@ -474,7 +596,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
     let mut fatal = None;
     for (done, candidate) in files.iter().enumerate() {
         bar.set_message(candidate.display.clone());
-        let parsed = match read_file(candidate, args.kind) {
+        let parsed = match read_file(candidate, args.kind, args.max_file_size) {
             Ok(parsed) => parsed,
             Err(reason) => {
                 report(&bar, format!("failed: {}: {reason}", candidate.display));
@@ -567,18 +689,40 @@ pub fn file_content(entry: &ResultEntry) -> Vec<u8> {
 }
 
 /// Writes `content` to `dir/name` through a temporary file in `dir` and a rename.
+///
+/// The temporary file is created exclusively (`O_CREAT|O_EXCL`, a random name), so a
+/// symbolic link or a file planted at a predictable name is never followed nor overwritten;
+/// the rename replaces a link at `dir/name` itself, not what it points to. Its mode is the
+/// one `File::create` gives (0666 less the umask), so a Flink running as another user
+/// reads the export as before.
 fn write_atomically(dir: &Path, name: &str, content: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(content)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, dir.join(name))
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)?;
+    tmp.write_all(content)?;
+    tmp.as_file().sync_all()?;
+    // On failure the temporary file is removed when `tmp` (or the error holding it) drops.
+    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Refuses an export folder that is a symbolic link (or not a folder): export writes only
+/// into the folder it was given, never into one a link planted there points at.
+fn check_export_folder(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => anyhow::bail!(
+            "{} is a symbolic link: export writes only into a real folder (remove the link, \
+             or export to another DIR and move the files)",
+            dir.display()
+        ),
+        Ok(meta) if !meta.is_dir() => anyhow::bail!("{} is not a folder", dir.display()),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot inspect {}", dir.display()))),
     }
-    written
 }
 
 /// Removes `path` if it exists; true when it did.
@@ -668,7 +812,9 @@ async fn export_kind(
     dir: &Path,
     bar: &ProgressBar,
 ) -> anyhow::Result<ExportCounts> {
+    check_export_folder(dir)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    check_export_folder(dir)?;
     let mut before = existing_json_files(dir)?;
     let mut counts = ExportCounts::default();
     let mut after: Option<HexId> = None;

@@ -1449,3 +1449,99 @@ backend_tests!(
         assert_eq!(ops[0]["failure-cause"], cause);
     }
 );
+
+backend_tests!(
+    replicas_with_other_flags_warn_and_the_last_started_wins,
+    |ts| async move {
+        let (url_a, url_b) = ("http://127.0.0.1:1/a", "http://127.0.0.1:1/b");
+        let (dir_a, dir_b) = ("file:///sp/a", "file:///sp/b");
+        let a = ServeProcess::start(
+            &ts.url,
+            &[
+                "--flink-rest-url",
+                url_a,
+                "--savepoint-dir",
+                dir_a,
+                "--no-executor",
+            ],
+        )
+        .await;
+        let warnings = |logs: &str| -> Vec<Value> {
+            logs.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| v["level"] == "WARN")
+                .collect()
+        };
+        assert!(
+            warnings(&a.logs()).is_empty(),
+            "the first replica overrides nothing\n{}",
+            a.logs()
+        );
+        // B starts on the same database while A runs, with other flags.
+        let b = ServeProcess::start(
+            &ts.url,
+            &[
+                "--flink-rest-url",
+                url_b,
+                "--savepoint-dir",
+                dir_b,
+                "--no-executor",
+            ],
+        )
+        .await;
+        let found = warnings(&b.logs());
+        assert_eq!(found.len(), 1, "one warning\n{}", b.logs());
+        let fields = &found[0]["fields"];
+        assert_eq!(fields["stored_flink_rest_url"], url_a, "{}", b.logs());
+        assert_eq!(fields["flink_rest_url"], url_b, "{}", b.logs());
+        assert_eq!(fields["stored_savepoint_dir"], dir_a, "{}", b.logs());
+        assert_eq!(fields["savepoint_dir"], dir_b, "{}", b.logs());
+        assert!(
+            fields["message"]
+                .as_str()
+                .unwrap()
+                .contains("the last replica started wins"),
+            "{}",
+            b.logs()
+        );
+        // As the README says: the last replica started wins, seen from both.
+        let expected =
+            json!({"cluster-id": "default", "flink-rest-url": url_b, "savepoint-directory": dir_b});
+        for replica in [&a, &b] {
+            let r = replica.http.get("/v1/clusters/default").await;
+            r.expect(StatusCode::OK);
+            assert_eq!(r.json(), expected);
+        }
+        // A replica with the same flags as the stored ones says nothing.
+        let c = ServeProcess::start(
+            &ts.url,
+            &[
+                "--flink-rest-url",
+                url_b,
+                "--savepoint-dir",
+                dir_b,
+                "--no-executor",
+            ],
+        )
+        .await;
+        assert!(warnings(&c.logs()).is_empty(), "{}", c.logs());
+        // Once set through PUT, the flags are not applied and there is nothing to warn of.
+        put_cluster(&c.http, "default", Some(url_a), None).await;
+        let d = ServeProcess::start(
+            &ts.url,
+            &[
+                "--flink-rest-url",
+                url_b,
+                "--savepoint-dir",
+                dir_b,
+                "--no-executor",
+            ],
+        )
+        .await;
+        assert!(warnings(&d.logs()).is_empty(), "{}", d.logs());
+        assert_eq!(
+            d.http.get("/v1/clusters/default").await.json(),
+            json!({"cluster-id": "default", "flink-rest-url": url_a, "savepoint-directory": null})
+        );
+    }
+);

@@ -850,3 +850,363 @@ async fn flink_reads_the_export_sqlite() {
 async fn flink_reads_the_export_postgres() {
     flink_reads_the_export(Backend::Postgres).await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Hostile folders (issue 12)
+
+/// `jobstore ARGS` like [`jobstore`], but killed (by its own handle) and failed when it
+/// has not exited after `limit`: a FIFO must not hang the suite.
+fn jobstore_bounded(db: &TestDb, args: &[&str], limit: Duration) -> Run {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobstore"));
+    for (key, _) in std::env::vars() {
+        if key.starts_with("JOBSTORE_") {
+            cmd.env_remove(key);
+        }
+    }
+    let (sub, rest) = args.split_first().expect("a subcommand");
+    cmd.arg(sub)
+        .arg("--database-url")
+        .arg(&db.url)
+        .args(rest)
+        .env("JOBSTORE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run the jobstore binary");
+    let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = pipe.read_to_end(&mut text);
+            String::from_utf8_lossy(&text).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "jobstore {args:?} still running after {limit:?}: killed\n--- stdout\n{}--- stderr\n{}",
+                out.join().unwrap(),
+                err.join().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Run {
+        code: status.code(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo (coreutils)");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// The `failed: NAME: reason` line of `name`, which must exist.
+fn failure_line<'a>(run: &'a Run, name: &str) -> &'a str {
+    run.stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("failed: {name}: ")))
+        .unwrap_or_else(|| panic!("{name} is not reported as failed\n{}", run.all()))
+}
+
+/// A dangling symbolic link, a FIFO named like a dirty result, a link to a FIFO, a sparse
+/// file one byte over the default size limit, and an unlistable-looking mix of valid
+/// files (one of them reached through a symbolic link): every valid file loads, every bad
+/// one is reported by name and skipped, and the import finishes.
+async fn import_skips_what_is_no_regular_file(backend: Backend) {
+    use std::os::unix::fs::symlink;
+    let db = TestDb::new(backend).await;
+    let input = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let d = input.path();
+    // Valid: three job files in DIR, one reached through a link, one in the subfolder.
+    std::fs::copy(
+        reference("job-result-store", JOB_IDS[0]),
+        d.join(format!("{}_DIRTY.json", JOB_IDS[0])),
+    )
+    .unwrap();
+    std::fs::copy(
+        reference("job-result-store", JOB_IDS[1]),
+        d.join(format!("{}.json", JOB_IDS[1])),
+    )
+    .unwrap();
+    let linked = elsewhere.path().join("linked.json");
+    std::fs::copy(reference("job-result-store", JOB_IDS[2]), &linked).unwrap();
+    symlink(&linked, d.join(format!("{}.json", JOB_IDS[2]))).unwrap();
+    let sub = d.join("job-result-store");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::copy(
+        reference("job-result-store", JOB_IDS[3]),
+        sub.join(format!("{}.json", JOB_IDS[3])),
+    )
+    .unwrap();
+    // Bad ones.
+    let dangling = format!("{}.json", JOB_IDS[4]);
+    symlink(elsewhere.path().join("gone.json"), d.join(&dangling)).unwrap();
+    symlink(elsewhere.path().join("gone"), d.join("not-a-result-link")).unwrap();
+    let fifo = "00000000000000000000000000000002_DIRTY.json";
+    mkfifo(&d.join(fifo));
+    let fifo_target = elsewhere.path().join("fifo");
+    mkfifo(&fifo_target);
+    let fifo_link = "job-result-store/00000000000000000000000000000003.json";
+    symlink(&fifo_target, d.join(fifo_link)).unwrap();
+    let huge = "00000000000000000000000000000004.json";
+    let file = std::fs::File::create(d.join(huge)).unwrap();
+    // Sparse: no disk is used.
+    file.set_len(64 * 1024 * 1024 + 1).unwrap();
+    drop(file);
+
+    let dir = path_str(d).to_owned();
+    let run = jobstore_bounded(
+        &db,
+        &["import", "--cluster", "h", &dir],
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        run.code,
+        Some(1),
+        "failed files: exit status 1\n{}",
+        run.all()
+    );
+    run.assert_counts([
+        ("imported dirty", 1),
+        ("imported clean", 3),
+        ("marked clean", 0),
+        ("already present", 0),
+        ("failed", 4),
+    ]);
+    assert!(
+        failure_line(&run, &dangling).contains("dangling"),
+        "{}",
+        run.all()
+    );
+    assert!(failure_line(&run, fifo).contains("FIFO"), "{}", run.all());
+    assert!(
+        failure_line(&run, fifo_link).contains("symbolic link to a FIFO"),
+        "{}",
+        run.all()
+    );
+    assert!(
+        failure_line(&run, huge).contains("67108865 bytes, more than --max-file-size 67108864"),
+        "{}",
+        run.all()
+    );
+    for bad in [dangling.as_str(), fifo, fifo_link, huge] {
+        assert!(
+            run.stdout.contains(bad),
+            "the summary names {bad}\n{}",
+            run.all()
+        );
+    }
+    assert_eq!(
+        run.count("ignored"),
+        1,
+        "the link without .json\n{}",
+        run.all()
+    );
+    let jobs = db.entries(ResultKind::Job, "h").await;
+    assert_eq!(
+        jobs.keys().map(String::as_str).collect::<Vec<_>>(),
+        JOB_IDS[..4].to_vec(),
+        "every valid file loads, the linked one too"
+    );
+    assert_eq!(state_of(&jobs, JOB_IDS[0]), ResultState::Dirty);
+    for id in &JOB_IDS[1..4] {
+        assert_eq!(state_of(&jobs, id), ResultState::Clean, "{id}");
+        assert_eq!(jobs[*id].result, job_file(id)["result"], "{id}");
+    }
+
+    // --max-file-size: a valid file over the limit is skipped, unread.
+    let size = std::fs::metadata(reference("job-result-store", JOB_IDS[0]))
+        .unwrap()
+        .len();
+    let small = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        reference("job-result-store", JOB_IDS[0]),
+        small.path().join(format!("{}.json", JOB_IDS[0])),
+    )
+    .unwrap();
+    let limit = (size - 1).to_string();
+    let run = jobstore_bounded(
+        &db,
+        &[
+            "import",
+            "--cluster",
+            "small",
+            "--max-file-size",
+            &limit,
+            path_str(small.path()),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    assert!(
+        failure_line(&run, &format!("{}.json", JOB_IDS[0]))
+            .contains(&format!("{size} bytes, more than --max-file-size {limit}")),
+        "{}",
+        run.all()
+    );
+    assert!(db.entries(ResultKind::Job, "small").await.is_empty());
+    let at_limit = size.to_string();
+    let run = jobstore_bounded(
+        &db,
+        &[
+            "import",
+            "--cluster",
+            "small",
+            "--max-file-size",
+            &at_limit,
+            path_str(small.path()),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        run.code,
+        Some(0),
+        "a file of exactly the limit loads\n{}",
+        run.all()
+    );
+
+    // A file whose size says 0 but that reads longer (a file that grows while it is read
+    // behaves the same): the bounded reader stops at the limit.
+    let growing = tempfile::tempdir().unwrap();
+    let name = format!("{}.json", JOB_IDS[4]);
+    symlink("/proc/self/environ", growing.path().join(&name)).unwrap();
+    let run = jobstore_bounded(
+        &db,
+        &[
+            "import",
+            "--cluster",
+            "grow",
+            "--max-file-size",
+            "10",
+            path_str(growing.path()),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    assert!(
+        failure_line(&run, &name).contains("more than 10 (it grew while read)"),
+        "{}",
+        run.all()
+    );
+}
+
+#[tokio::test]
+async fn import_skips_what_is_no_regular_file_sqlite() {
+    import_skips_what_is_no_regular_file(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn import_skips_what_is_no_regular_file_postgres() {
+    import_skips_what_is_no_regular_file(Backend::Postgres).await;
+}
+
+/// A symbolic link planted at the name the old export used for its temporary file
+/// (`.<name>.<pid>.tmp`, the pid known in advance: the shell `exec`s the export under its
+/// own pid) points to a victim file: the victim is unchanged and the export correct.
+/// A symbolic link planted as the export's subfolder is refused.
+async fn export_follows_no_planted_link(backend: Backend) {
+    use std::os::unix::fs::symlink;
+    let db = TestDb::new(backend).await;
+    let input = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        reference("job-result-store", DIRTY_JOB),
+        input.path().join(format!("{DIRTY_JOB}_DIRTY.json")),
+    )
+    .unwrap();
+    let run = jobstore(&db, &["import", "--cluster", "x", path_str(input.path())]);
+    assert_eq!(run.code, Some(0), "{}", run.all());
+
+    let out = tempfile::tempdir().unwrap();
+    let victims = tempfile::tempdir().unwrap();
+    let victim = victims.path().join("victim");
+    write(&victim, b"precious");
+    let job_dir = out.path().join("job-result-store");
+    std::fs::create_dir(&job_dir).unwrap();
+    let name = format!("{DIRTY_JOB}_DIRTY.json");
+    let script = r#"ln -s "$1" "$2/.$3.$$.tmp" && exec "$4" export --database-url "$5" --cluster x --kind job "$6""#;
+    let output = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(&victim)
+        .arg(&job_dir)
+        .arg(&name)
+        .arg(env!("CARGO_BIN_EXE_jobstore"))
+        .arg(&db.url)
+        .arg(out.path())
+        .env("JOBSTORE_LOG", "warn")
+        .output()
+        .expect("run sh");
+    let all = format!(
+        "{}\n--- stdout\n{}--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{all}");
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"precious",
+        "the victim of the planted link is untouched\n{all}"
+    );
+    let exported = job_dir.join(&name);
+    assert!(
+        std::fs::symlink_metadata(&exported).unwrap().is_file(),
+        "{name} is a regular file, not the planted link\n{all}"
+    );
+    assert_eq!(read_json(&exported), job_file(DIRTY_JOB), "{all}");
+    // The mode a plain File::create gives (0666 less the umask), as before: a Flink running
+    // as another user still reads the export.
+    use std::os::unix::fs::PermissionsExt as _;
+    let plain = victims.path().join("plain");
+    std::fs::File::create(&plain).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&exported), mode(&plain), "{all}");
+
+    // A link planted as a subfolder: refused, nothing written where it points.
+    let out = tempfile::tempdir().unwrap();
+    let target = tempfile::tempdir().unwrap();
+    symlink(target.path(), out.path().join("job-result-store")).unwrap();
+    let run = jobstore(
+        &db,
+        &[
+            "export",
+            "--cluster",
+            "x",
+            "--kind",
+            "job",
+            path_str(out.path()),
+        ],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.all());
+    assert!(run.stderr.contains("symbolic link"), "{}", run.all());
+    assert!(
+        file_names(target.path()).is_empty(),
+        "nothing written through the link\n{}",
+        run.all()
+    );
+}
+
+#[tokio::test]
+async fn export_follows_no_planted_link_sqlite() {
+    export_follows_no_planted_link(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn export_follows_no_planted_link_postgres() {
+    export_follows_no_planted_link(Backend::Postgres).await;
+}
