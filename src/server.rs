@@ -39,7 +39,8 @@ use tower::ServiceExt;
 const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
 const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A connection told to close because it idled, and not closed this long after, is dropped.
+/// A connection told to close (idle, or shutting down) that has had nothing in flight this
+/// long is dropped.
 const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Connection limits.
@@ -95,6 +96,14 @@ impl Activity {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.changed.notify_one();
         InFlight(self.clone())
+    }
+
+    /// Since when nothing has been in flight: `None` while a request is.
+    fn idle_since(&self) -> Option<Instant> {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        Some(self.accepted + Duration::from_millis(self.last_done_ms.load(Ordering::SeqCst)))
     }
 
     /// When the connection is to be closed if nothing happens before: `None` while a
@@ -241,17 +250,18 @@ pub async fn serve(
         tokio::spawn(async move {
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             tokio::pin!(conn);
-            // Set once the connection was told to finish (shutdown or idle): it then has
-            // until this instant to do so.
+            // Since when the connection has been told to finish (shutdown or idle). It is
+            // then dropped once it has had no request in flight for IDLE_CLOSE_GRACE: a
+            // client that does not take part in the close (an HTTP/2 peer that never answers
+            // the PING after GOAWAY) cannot hold it open.
             let mut closing: Option<Instant> = None;
-            let mut told_to_finish = *finishing.borrow();
-            if told_to_finish {
-                conn.as_mut().graceful_shutdown();
-            }
+            let mut told_to_finish = false;
             loop {
-                let deadline = match (closing, activity.deadline(&limits)) {
-                    (Some(c), _) => Some(c),
-                    (None, d) => d,
+                let deadline = match closing {
+                    Some(since) => activity
+                        .idle_since()
+                        .map(|idle| idle.max(since) + IDLE_CLOSE_GRACE),
+                    None => activity.deadline(&limits),
                 };
                 // While a request is in flight, the timer waits for it to end.
                 let wake = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
@@ -262,29 +272,31 @@ pub async fn serve(
                         }
                         break;
                     }
-                    _ = tokio::time::sleep_until(wake) => {
-                        if closing.is_some() {
-                            tracing::debug!(%peer, "connection did not close when told to; dropped");
-                            break;
-                        }
-                        if activity.deadline(&limits).is_some_and(|d| d <= Instant::now()) {
+                    _ = tokio::time::sleep_until(wake), if deadline.is_some() => {
+                        if let Some(since) = closing {
+                            if activity.idle_since().is_some_and(|idle| idle.max(since) + IDLE_CLOSE_GRACE <= Instant::now()) {
+                                tracing::debug!(%peer, "connection told to finish is still open, with nothing in flight; dropped");
+                                break;
+                            }
+                        } else if activity.deadline(&limits).is_some_and(|d| d <= Instant::now()) {
                             if activity.requests.load(Ordering::SeqCst) == 0 {
                                 tracing::debug!(%peer, "no complete request head within the header read timeout; connection closed");
                                 break;
                             }
                             tracing::debug!(%peer, "connection idle; closing it");
                             conn.as_mut().graceful_shutdown();
-                            closing = Some(Instant::now() + IDLE_CLOSE_GRACE);
+                            closing = Some(Instant::now());
                         }
                     }
-                    changed = finishing.changed(), if !told_to_finish => {
+                    _ = finishing.changed(), if !told_to_finish => {
                         told_to_finish = true;
-                        if changed.is_ok() {
-                            conn.as_mut().graceful_shutdown();
-                        }
                         // A connection that never delivered a request is not waited for.
                         if activity.requests.load(Ordering::SeqCst) == 0 {
                             break;
+                        }
+                        if closing.is_none() {
+                            conn.as_mut().graceful_shutdown();
+                            closing = Some(Instant::now());
                         }
                     }
                     _ = activity.changed.notified() => {}

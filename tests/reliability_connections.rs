@@ -46,6 +46,47 @@ async fn h2c(
     (send, driver)
 }
 
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An empty SETTINGS frame.
+const H2_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+
+/// An HTTP/2 cleartext connection written by hand, which never reads what the server sends
+/// (so it answers neither SETTINGS nor PING nor GOAWAY): the preface and SETTINGS, and with
+/// `request`, a GET / on stream 1 whose answer is awaited once.
+async fn raw_h2c(s: &Serve, request: bool) -> TcpStream {
+    let mut c = TcpStream::connect(addr(s)).await.unwrap();
+    c.write_all(H2_PREFACE).await.unwrap();
+    c.write_all(H2_SETTINGS).await.unwrap();
+    if request {
+        // HEADERS, END_STREAM | END_HEADERS, stream 1: :method GET, :scheme http, :path /
+        // (HPACK static table entries 2, 6, 4).
+        c.write_all(&[0, 0, 3, 1, 5, 0, 0, 0, 1, 0x82, 0x86, 0x84])
+            .await
+            .unwrap();
+        // Frames until the answer's HEADERS (type 1) on stream 1.
+        let mut got = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        'frames: loop {
+            let mut at = 0;
+            while got.len() >= at + 9 {
+                let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+                if got[at + 3] == 1 {
+                    break 'frames;
+                }
+                at += 9 + len;
+            }
+            let mut buf = [0u8; 4096];
+            let n = tokio::time::timeout_at(deadline, c.read(&mut buf))
+                .await
+                .expect("an HTTP/2 answer in time")
+                .unwrap();
+            assert!(n > 0, "closed before the answer");
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    c
+}
+
 /// GET `path` on an HTTP/2 connection: the status.
 async fn h2_get(
     send: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
@@ -308,6 +349,9 @@ async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_f
     let (mut send, driver) = h2c(&s).await;
     assert_eq!(h2_get(&mut send, &s, "/healthz").await, 200);
     let (_silent_send, silent_driver) = h2c(&s).await;
+    // Two that do not take part in the close: one that never sent a request, one that did.
+    let mut deaf = raw_h2c(&s, false).await;
+    let mut deaf_after_request = raw_h2c(&s, true).await;
     let id = hex();
     let (mut in_flight, rest) = half_sent_post(&s, &id, 10).await;
     // The server has the head (and so has called the router) before the signal.
@@ -334,6 +378,8 @@ async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_f
             .await
             .is_ok()
     );
+    assert!(closed_by_server(&mut deaf, Duration::from_secs(1)).await);
+    assert!(closed_by_server(&mut deaf_after_request, Duration::from_secs(1)).await);
     // The entry answered 201 is in the database.
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     let n: i64 = sqlx::query("SELECT COUNT(*) FROM job_results WHERE job_id = ?1")
@@ -345,8 +391,8 @@ async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_f
     assert_eq!(n, 1);
     eprintln!(
         "RELIABILITY sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_flight_and_exits_0: \
-         --shutdown-timeout 20s, idle HTTP/1.1 + HTTP/2 (one answered, one never used) + a POST \
-         whose body was completed 0.7s after SIGTERM (answered 201): exit 0 {:.2}s after SIGTERM",
+         --shutdown-timeout 20s, idle HTTP/1.1 + HTTP/2 (one answered, one never used, two by hand \
+         that never read: one answered, one never used) + a POST whose body was completed 0.7s after SIGTERM (answered 201): exit 0 {:.2}s after SIGTERM",
         stopped.as_secs_f64()
     );
     // The deadline was not what ended it.
