@@ -104,8 +104,9 @@ pub struct ServeArgs {
     /// Largest request body, in bytes (413 beyond).
     #[arg(long, env = "JOBSTORE_BODY_LIMIT", default_value_t = 1024 * 1024)]
     pub body_limit: usize,
-    /// A client that has not sent a whole request head this long after the connection asked
-    /// for one is disconnected.
+    /// A connection that has not delivered a whole first request head this long after it was
+    /// accepted is closed (whether it sent a byte or not); a later HTTP/1 request head must
+    /// be complete this long after the previous answer.
     #[arg(long, env = "JOBSTORE_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
     /// A connection with no request in flight this long after its last answer is closed
