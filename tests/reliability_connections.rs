@@ -5,9 +5,11 @@
 //! with idle HTTP/1 and HTTP/2 connections open finishes the request in flight and exits 0
 //! (within --shutdown-timeout also when a request never finishes); and after a clean stop
 //! the SQLite database file alone holds every entry (the write-ahead log was checkpointed).
+//! The shutdown is also run on PostgreSQL (its pool is closed the same way).
 //!
 //! Figures: `cargo test --test reliability_connections -- --nocapture 2>&1 | grep RELIABILITY`.
 
+mod common;
 mod reliability_support;
 
 use std::time::{Duration, Instant};
@@ -496,5 +498,50 @@ async fn after_a_clean_stop_the_sqlite_file_alone_holds_every_entry() {
         "RELIABILITY after_a_clean_stop_the_sqlite_file_alone_holds_every_entry: 40 entries, \
          after SIGTERM jobstore.db {file} bytes, jobstore.db-wal {wal} bytes; the copied file \
          alone holds all 40"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_on_postgres_with_idle_connections_finishes_the_request_in_flight_and_exits_0() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = common::PgDatabase::create().await;
+    let mut s = Serve::start(dir.path(), "serve", &db.url, &["--shutdown-timeout", "20s"]).await;
+    let mut http1 = answered_http1(&s).await;
+    let mut deaf_after_request = raw_h2c(&s, true).await;
+    let id = hex();
+    let (mut in_flight, rest) = half_sent_post(&s, &id, 10).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    s.sigterm();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    in_flight.write_all(&rest).await.unwrap();
+    let (status, answer) = read_answer(&mut in_flight, Duration::from_secs(10))
+        .await
+        .expect("the request in flight is answered");
+    assert_eq!(status, 201, "{answer}");
+    let exit = s.wait_exit(Duration::from_secs(30)).await;
+    let stopped = start.elapsed();
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
+    assert!(closed_by_server(&mut http1, Duration::from_secs(1)).await);
+    assert!(closed_by_server(&mut deaf_after_request, Duration::from_secs(1)).await);
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let n: i64 = sqlx::query("SELECT COUNT(*) FROM job_results WHERE job_id = $1")
+        .bind(&id)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+    let _ = conn.close().await;
+    eprintln!(
+        "RELIABILITY sigterm_on_postgres_with_idle_connections_finishes_the_request_in_flight_and_exits_0: \
+         PostgreSQL, idle HTTP/1.1 + a hand-written h2c client that never reads + a POST completed \
+         0.7s after SIGTERM (201, stored): exit 0 {:.2}s after SIGTERM",
+        stopped.as_secs_f64()
+    );
+    assert!(
+        stopped < Duration::from_secs(15),
+        "stopped after {stopped:?}"
     );
 }
