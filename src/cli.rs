@@ -104,10 +104,19 @@ pub struct ServeArgs {
     /// Largest request body, in bytes (413 beyond).
     #[arg(long, env = "JOBSTORE_BODY_LIMIT", default_value_t = 1024 * 1024)]
     pub body_limit: usize,
-    /// A client that has not sent a whole request head this long after the connection asked
-    /// for one is disconnected.
+    /// A connection that has not delivered a whole first request head this long after it was
+    /// accepted is closed (whether it sent a byte or not); a later HTTP/1 request head must
+    /// be complete this long after the previous answer.
     #[arg(long, env = "JOBSTORE_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub header_read_timeout: Duration,
+    /// A connection with no request in flight this long after its last answer is closed
+    /// (HTTP/1 keep-alive and HTTP/2; HTTP/2 connections are also pinged every 20s).
+    #[arg(long, env = "JOBSTORE_IDLE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// On SIGTERM/SIGINT, requests in flight have this long to finish; connections still
+    /// open then are dropped, and the process exits 0.
+    #[arg(long, env = "JOBSTORE_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub shutdown_timeout: Duration,
     /// Open client connections at most; new ones past it are closed at once.
     #[arg(long, env = "JOBSTORE_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
@@ -217,6 +226,9 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// How long closing the database pools may take after the server stopped.
+const STORE_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs the service until SIGTERM or SIGINT, then finishes the requests in flight.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Before the store: a malformed tokens line stops the start without touching anything.
@@ -296,6 +308,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let stop = shutdown.clone();
     let limits = ServerLimits {
         header_read_timeout: args.header_read_timeout,
+        idle_timeout: args.idle_timeout,
+        shutdown_timeout: args.shutdown_timeout,
         max_connections: args.max_connections,
     };
     crate::server::serve(listener, crate::http::router(state), limits, async move {
@@ -306,6 +320,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     shutdown.cancel();
     if let Some(executor) = executor {
         let _ = executor.await;
+    }
+    // Closing the pools writes SQLite's WAL back into the database file, so that the file
+    // alone holds every entry after a clean stop. Bounded: a request dropped at the shutdown
+    // deadline may still hold a connection.
+    if tokio::time::timeout(STORE_CLOSE_TIMEOUT, store.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!(timeout = ?STORE_CLOSE_TIMEOUT, "the database connections did not close in time");
     }
     tracing::info!("stopped");
     Ok(())

@@ -187,6 +187,11 @@ pub trait Store: Send + Sync + 'static {
     /// Connections the pools hold, and how many of them are idle.
     fn pool_connections(&self) -> (u32, usize);
 
+    /// Closes the pools (waits for the connections in use to come back). SQLite first
+    /// checkpoints its write-ahead log into the database file, so that the file alone
+    /// holds everything after a clean stop.
+    async fn close(&self);
+
     /// Counts of entries and operations, for metrics.
     async fn stats(&self) -> StoreResult<Stats>;
 
@@ -470,6 +475,10 @@ macro_rules! impl_store {
 
             fn pool_connections(&self) -> (u32, usize) {
                 self.pool_connections_impl()
+            }
+
+            async fn close(&self) {
+                self.close_impl().await
             }
 
             async fn stats(&self) -> StoreResult<$crate::store::Stats> {

@@ -63,6 +63,10 @@ impl PgStore {
         (self.write.size(), self.write.num_idle())
     }
 
+    async fn close_impl(&self) {
+        self.write.close().await;
+    }
+
     result_store_methods!();
     operation_store_methods!();
 }

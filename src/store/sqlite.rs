@@ -78,6 +78,19 @@ impl SqliteStore {
         )
     }
 
+    /// The readers first (read-only connections cannot checkpoint), then the write-ahead
+    /// log into the database file (TRUNCATE: the -wal file is left empty), then the writer.
+    async fn close_impl(&self) {
+        self.read.close().await;
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.write)
+            .await
+        {
+            tracing::warn!(error = %e, "SQLite checkpoint at shutdown failed");
+        }
+        self.write.close().await;
+    }
+
     result_store_methods!();
     operation_store_methods!();
 }

@@ -60,6 +60,10 @@ impl Store for Timed {
         self.inner.pool_connections()
     }
 
+    async fn close(&self) {
+        self.inner.close().await
+    }
+
     async fn stats(&self) -> StoreResult<Stats> {
         self.within(self.inner.stats()).await
     }

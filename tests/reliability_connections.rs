@@ -1,0 +1,547 @@
+//! Connections that hold the server's slots or its shutdown, against real `jobstore serve`
+//! processes: silent TCP connections and HTTP/2 cleartext (prior knowledge) connections that
+//! never send a request are closed after --header-read-timeout; keep-alive connections, of
+//! HTTP/1 and HTTP/2, that idle after their answers are closed after --idle-timeout; SIGTERM
+//! with idle HTTP/1 and HTTP/2 connections open finishes the request in flight and exits 0
+//! (within --shutdown-timeout also when a request never finishes); and after a clean stop
+//! the SQLite database file alone holds every entry (the write-ahead log was checkpointed).
+//! The shutdown is also run on PostgreSQL (its pool is closed the same way).
+//!
+//! Figures: `cargo test --test reliability_connections -- --nocapture 2>&1 | grep RELIABILITY`.
+
+mod common;
+mod reliability_support;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::json;
+use sqlx::{Connection, Row};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+use reliability_support::{HEAVY, Http, Kind, Serve, hex, raw_request, read_answer};
+
+fn addr(s: &Serve) -> String {
+    format!("127.0.0.1:{}", s.port)
+}
+
+/// An HTTP/2 cleartext connection (prior knowledge: the preface and SETTINGS, no upgrade);
+/// the handle of its driver ends when the server closes the connection.
+async fn h2c(
+    s: &Serve,
+) -> (
+    hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    JoinHandle<()>,
+) {
+    let tcp = TcpStream::connect(addr(s)).await.expect("connect");
+    let (send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .expect("an HTTP/2 handshake");
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    (send, driver)
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An empty SETTINGS frame.
+const H2_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
+
+/// An HTTP/2 cleartext connection written by hand, which never reads what the server sends
+/// (so it answers neither SETTINGS nor PING nor GOAWAY): the preface and SETTINGS, and with
+/// `request`, a GET / on stream 1 whose answer is awaited once.
+async fn raw_h2c(s: &Serve, request: bool) -> TcpStream {
+    let mut c = TcpStream::connect(addr(s)).await.unwrap();
+    c.write_all(H2_PREFACE).await.unwrap();
+    c.write_all(H2_SETTINGS).await.unwrap();
+    if request {
+        // HEADERS, END_STREAM | END_HEADERS, stream 1: :method GET, :scheme http, :path /
+        // (HPACK static table entries 2, 6, 4).
+        c.write_all(&[0, 0, 3, 1, 5, 0, 0, 0, 1, 0x82, 0x86, 0x84])
+            .await
+            .unwrap();
+        // Frames until the answer's HEADERS (type 1) on stream 1.
+        let mut got = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        'frames: loop {
+            let mut at = 0;
+            while got.len() >= at + 9 {
+                let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
+                if got[at + 3] == 1 {
+                    break 'frames;
+                }
+                at += 9 + len;
+            }
+            let mut buf = [0u8; 4096];
+            let n = tokio::time::timeout_at(deadline, c.read(&mut buf))
+                .await
+                .expect("an HTTP/2 answer in time")
+                .unwrap();
+            assert!(n > 0, "closed before the answer");
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    c
+}
+
+/// GET `path` on an HTTP/2 connection: the status.
+async fn h2_get(
+    send: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    s: &Serve,
+    path: &str,
+) -> u16 {
+    let request = hyper::Request::get(format!("{}{path}", s.base))
+        .body(Empty::new())
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), send.send_request(request))
+        .await
+        .expect("an HTTP/2 answer in time")
+        .expect("an HTTP/2 answer");
+    answer.status().as_u16()
+}
+
+/// A keep-alive HTTP/1.1 connection that was answered once (so the server accepted it).
+async fn answered_http1(s: &Serve) -> TcpStream {
+    let mut c = TcpStream::connect(addr(s)).await.unwrap();
+    c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, _) = read_answer(&mut c, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(status, 200);
+    c
+}
+
+/// Whether the server closed `c` (end of file or reset) before `limit` passed.
+async fn closed_by_server(c: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, c.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+/// Polls a new client's GET /healthz (a new connection each time) until one is answered
+/// 200; how long after `since` that was. Fails after `limit`.
+async fn first_served(s: &Serve, since: Instant, limit: Duration) -> Duration {
+    loop {
+        if let Ok((200, _)) = raw_request(
+            &addr(s),
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            Duration::from_secs(2),
+        )
+        .await
+        {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < limit,
+            "no new client served {limit:?} after every slot was taken; log:\n{}",
+            s.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A connection past the limit is closed without an answer (so the slots are all held).
+async fn assert_refused(s: &Serve, context: &str) {
+    let refused = raw_request(
+        &addr(s),
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        refused.is_err(),
+        "{context}: a connection past the limit was served: {refused:?}"
+    );
+}
+
+const SLOTS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn silent_tcp_connections_give_their_slots_back_after_the_header_timeout() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let s = Serve::start(
+        dir.path(),
+        "serve",
+        &url,
+        &["--max-connections", "12", "--header-read-timeout", "2s"],
+    )
+    .await;
+    let since = Instant::now();
+    let mut silent = Vec::new();
+    for _ in 0..SLOTS {
+        silent.push(TcpStream::connect(addr(&s)).await.unwrap());
+    }
+    // The kernel hands connections over in order: this one comes after the twelve.
+    assert_refused(&s, "silent connections").await;
+    let served = first_served(&s, since, Duration::from_secs(20)).await;
+    // Every silent connection was closed by the server.
+    for (i, c) in silent.iter_mut().enumerate() {
+        assert!(
+            closed_by_server(c, Duration::from_secs(10)).await,
+            "silent connection {i} still open"
+        );
+    }
+    eprintln!(
+        "RELIABILITY silent_tcp_connections_give_their_slots_back_after_the_header_timeout: \
+         --max-connections 12 --header-read-timeout 2s, 12 silent connections: a new client \
+         served {:.2}s after they connected",
+        served.as_secs_f64()
+    );
+    assert!(
+        served >= Duration::from_millis(1500),
+        "served too early: {served:?}"
+    );
+    assert!(
+        served < Duration::from_secs(2 + 4),
+        "served late: {served:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn silent_h2c_connections_give_their_slots_back_after_the_header_timeout() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let s = Serve::start(
+        dir.path(),
+        "serve",
+        &url,
+        &["--max-connections", "12", "--header-read-timeout", "2s"],
+    )
+    .await;
+    let since = Instant::now();
+    let mut idle = Vec::new();
+    for _ in 0..SLOTS {
+        idle.push(h2c(&s).await);
+    }
+    assert_refused(&s, "HTTP/2 connections after their preface").await;
+    let served = first_served(&s, since, Duration::from_secs(20)).await;
+    for (i, (_, driver)) in idle.iter_mut().enumerate() {
+        assert!(
+            tokio::time::timeout(Duration::from_secs(10), driver)
+                .await
+                .is_ok(),
+            "HTTP/2 connection {i} still open"
+        );
+    }
+    eprintln!(
+        "RELIABILITY silent_h2c_connections_give_their_slots_back_after_the_header_timeout: \
+         --max-connections 12 --header-read-timeout 2s, 12 h2c connections (preface and \
+         SETTINGS, no request): a new client served {:.2}s after they connected",
+        served.as_secs_f64()
+    );
+    assert!(
+        served >= Duration::from_millis(1500),
+        "served too early: {served:?}"
+    );
+    assert!(
+        served < Duration::from_secs(2 + 4),
+        "served late: {served:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let s = Serve::start(
+        dir.path(),
+        "serve",
+        &url,
+        &[
+            "--max-connections",
+            "12",
+            "--header-read-timeout",
+            "10s",
+            "--idle-timeout",
+            "3s",
+        ],
+    )
+    .await;
+    // Half HTTP/1.1 keep-alive, half HTTP/2, each answered once and then idle.
+    let mut http1 = Vec::new();
+    let mut http2 = Vec::new();
+    for _ in 0..SLOTS / 2 {
+        http1.push(answered_http1(&s).await);
+        let (mut send, driver) = h2c(&s).await;
+        assert_eq!(h2_get(&mut send, &s, "/healthz").await, 200);
+        http2.push((send, driver));
+    }
+    let since = Instant::now();
+    assert_refused(&s, "idle keep-alive connections").await;
+    // (hyper's own header timer runs while an HTTP/1 connection waits for its next head:
+    // --header-read-timeout is set longer, so that the idle timeout is what closes them.)
+    // Not closed before the idle timeout.
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    let (send, _) = &mut http2[0];
+    assert_eq!(
+        h2_get(send, &s, "/healthz").await,
+        200,
+        "closed before the idle timeout"
+    );
+    let served = first_served(&s, since, Duration::from_secs(30)).await;
+    for (i, c) in http1.iter_mut().enumerate() {
+        assert!(
+            closed_by_server(c, Duration::from_secs(10)).await,
+            "idle HTTP/1 connection {i} still open"
+        );
+    }
+    for (i, (_, driver)) in http2.iter_mut().enumerate() {
+        assert!(
+            tokio::time::timeout(Duration::from_secs(10), driver)
+                .await
+                .is_ok(),
+            "idle HTTP/2 connection {i} still open"
+        );
+    }
+    eprintln!(
+        "RELIABILITY idle_keep_alive_connections_are_closed_after_the_idle_timeout: \
+         --max-connections 12 --idle-timeout 3s, 6 HTTP/1.1 + 6 HTTP/2 connections idle \
+         after one answer: a new client served {:.2}s after the slots were all held",
+        served.as_secs_f64()
+    );
+    assert!(
+        served >= Duration::from_millis(2500),
+        "served too early: {served:?}"
+    );
+    assert!(
+        served < Duration::from_secs(1 + 3 + 4),
+        "served late: {served:?}"
+    );
+}
+
+/// POSTs a job result on a raw connection, sending all but the last `held` bytes of its
+/// body: the request is in flight until the rest is sent.
+async fn half_sent_post(s: &Serve, id: &str, held: usize) -> (TcpStream, Vec<u8>) {
+    let body =
+        serde_json::to_vec(&json!({"result": Kind::Job.result(id, 1), "version": 1})).unwrap();
+    let mut c = TcpStream::connect(addr(s)).await.unwrap();
+    let head = format!(
+        "POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    let (sent, rest) = body.split_at(body.len() - held);
+    c.write_all(sent).await.unwrap();
+    (c, rest.to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_flight_and_exits_0()
+{
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let mut s = Serve::start(dir.path(), "serve", &url, &["--shutdown-timeout", "20s"]).await;
+    let mut http1 = answered_http1(&s).await;
+    let (mut send, driver) = h2c(&s).await;
+    assert_eq!(h2_get(&mut send, &s, "/healthz").await, 200);
+    let (_silent_send, silent_driver) = h2c(&s).await;
+    // Two that do not take part in the close: one that never sent a request, one that did.
+    let mut deaf = raw_h2c(&s, false).await;
+    let mut deaf_after_request = raw_h2c(&s, true).await;
+    let id = hex();
+    let (mut in_flight, rest) = half_sent_post(&s, &id, 10).await;
+    // The server has the head (and so has called the router) before the signal.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    s.sigterm();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    in_flight.write_all(&rest).await.unwrap();
+    let (status, answer) = read_answer(&mut in_flight, Duration::from_secs(10))
+        .await
+        .expect("the request in flight is answered");
+    assert_eq!(status, 201, "{answer}");
+    let exit = s.wait_exit(Duration::from_secs(30)).await;
+    let stopped = start.elapsed();
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
+    assert!(closed_by_server(&mut http1, Duration::from_secs(1)).await);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), driver)
+            .await
+            .is_ok()
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), silent_driver)
+            .await
+            .is_ok()
+    );
+    assert!(closed_by_server(&mut deaf, Duration::from_secs(1)).await);
+    assert!(closed_by_server(&mut deaf_after_request, Duration::from_secs(1)).await);
+    // The entry answered 201 is in the database.
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let n: i64 = sqlx::query("SELECT COUNT(*) FROM job_results WHERE job_id = ?1")
+        .bind(&id)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+    eprintln!(
+        "RELIABILITY sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_flight_and_exits_0: \
+         --shutdown-timeout 20s, idle HTTP/1.1 + HTTP/2 (one answered, one never used, two by hand \
+         that never read: one answered, one never used) + a POST whose body was completed 0.7s after SIGTERM (answered 201): exit 0 {:.2}s after SIGTERM",
+        stopped.as_secs_f64()
+    );
+    // The deadline was not what ended it.
+    assert!(
+        stopped < Duration::from_secs(15),
+        "stopped after {stopped:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_with_a_request_that_never_finishes_exits_0_after_the_shutdown_timeout() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let mut s = Serve::start(
+        dir.path(),
+        "serve",
+        &url,
+        &["--shutdown-timeout", "2s", "--request-timeout", "120s"],
+    )
+    .await;
+    let (_send, _driver) = h2c(&s).await;
+    let (mut stuck, _rest) = half_sent_post(&s, &hex(), 10).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    s.sigterm();
+    let exit = s.wait_exit(Duration::from_secs(30)).await;
+    let stopped = start.elapsed();
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
+    assert!(closed_by_server(&mut stuck, Duration::from_secs(1)).await);
+    eprintln!(
+        "RELIABILITY sigterm_with_a_request_that_never_finishes_exits_0_after_the_shutdown_timeout: \
+         --shutdown-timeout 2s, a POST whose body never completes: exit 0 {:.2}s after SIGTERM",
+        stopped.as_secs_f64()
+    );
+    assert!(
+        stopped >= Duration::from_millis(1800),
+        "stopped before the deadline: {stopped:?}"
+    );
+    assert!(
+        stopped < Duration::from_secs(2 + 10),
+        "stopped after {stopped:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_a_clean_stop_the_sqlite_file_alone_holds_every_entry() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let mut s = Serve::start(dir.path(), "serve", &url, &[]).await;
+    let http = Http::new(Duration::from_secs(10));
+    let mut ids = Vec::new();
+    for (i, kind) in [Kind::Job, Kind::Application]
+        .into_iter()
+        .cycle()
+        .take(40)
+        .enumerate()
+    {
+        let id = hex();
+        let r = http
+            .post(
+                &kind.base(&s.base, "c"),
+                Some(&json!({"result": kind.result(&id, i as u64), "version": 1})),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status, 201, "{}", r.body);
+        ids.push((kind, id));
+    }
+    s.sigterm();
+    let exit = s.wait_exit(Duration::from_secs(30)).await;
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
+    let file = std::fs::metadata(dir.path().join("jobstore.db"))
+        .unwrap()
+        .len();
+    let wal = std::fs::metadata(dir.path().join("jobstore.db-wal"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    // Only the database file, as a user who copies "the database" would.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        dir.path().join("jobstore.db"),
+        copy.path().join("jobstore.db"),
+    )
+    .unwrap();
+    let copy_url = format!("sqlite://{}/jobstore.db?mode=ro", copy.path().display());
+    let mut conn = sqlx::SqliteConnection::connect(&copy_url).await.unwrap();
+    for (kind, id) in &ids {
+        let (table, column) = kind.table();
+        let sql = format!("SELECT COUNT(*) FROM {table} WHERE {column} = ?1");
+        let n: i64 = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("the copied file ({file} bytes; -wal {wal} bytes): {e}"))
+            .get(0);
+        assert_eq!(n, 1, "{kind:?} {id} missing from the copied file");
+    }
+    eprintln!(
+        "RELIABILITY after_a_clean_stop_the_sqlite_file_alone_holds_every_entry: 40 entries, \
+         after SIGTERM jobstore.db {file} bytes, jobstore.db-wal {wal} bytes; the copied file \
+         alone holds all 40"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_on_postgres_with_idle_connections_finishes_the_request_in_flight_and_exits_0() {
+    let _heavy = HEAVY.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = common::PgDatabase::create().await;
+    let mut s = Serve::start(dir.path(), "serve", &db.url, &["--shutdown-timeout", "20s"]).await;
+    let mut http1 = answered_http1(&s).await;
+    let mut deaf_after_request = raw_h2c(&s, true).await;
+    let id = hex();
+    let (mut in_flight, rest) = half_sent_post(&s, &id, 10).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    s.sigterm();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    in_flight.write_all(&rest).await.unwrap();
+    let (status, answer) = read_answer(&mut in_flight, Duration::from_secs(10))
+        .await
+        .expect("the request in flight is answered");
+    assert_eq!(status, 201, "{answer}");
+    let exit = s.wait_exit(Duration::from_secs(30)).await;
+    let stopped = start.elapsed();
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
+    assert!(closed_by_server(&mut http1, Duration::from_secs(1)).await);
+    assert!(closed_by_server(&mut deaf_after_request, Duration::from_secs(1)).await);
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let n: i64 = sqlx::query("SELECT COUNT(*) FROM job_results WHERE job_id = $1")
+        .bind(&id)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+    let _ = conn.close().await;
+    eprintln!(
+        "RELIABILITY sigterm_on_postgres_with_idle_connections_finishes_the_request_in_flight_and_exits_0: \
+         PostgreSQL, idle HTTP/1.1 + a hand-written h2c client that never reads + a POST completed \
+         0.7s after SIGTERM (201, stored): exit 0 {:.2}s after SIGTERM",
+        stopped.as_secs_f64()
+    );
+    assert!(
+        stopped < Duration::from_secs(15),
+        "stopped after {stopped:?}"
+    );
+}
