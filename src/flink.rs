@@ -67,8 +67,13 @@ pub fn normalize_flink_url(raw: &str) -> Result<String, String> {
         return bad("no white space, control character or backslash");
     }
     let lower = raw.get(..8).unwrap_or(raw).to_ascii_lowercase();
-    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-        return bad("it must start with http:// or https://");
+    let rest = match (lower.starts_with("http://"), lower.starts_with("https://")) {
+        (true, _) => &raw[7..],
+        (_, true) => &raw[8..],
+        _ => return bad("it must start with http:// or https://"),
+    };
+    if rest.starts_with('/') {
+        return bad("a host is needed");
     }
     let url = match Url::parse(raw) {
         Ok(u) => u,
@@ -183,6 +188,7 @@ impl AllowedHosts {
         match literal.unwrap_or(host).parse::<IpAddr>() {
             Ok(ip) => self.check_ip(host, ip),
             Err(_) if host.is_empty() => Err(format!("{url:?} has no host")),
+            Err(_) if self.allows_name(host) => Ok(()),
             Err(_) => self.resolve(host, port).await.map(|_| ()),
         }
     }
