@@ -1588,3 +1588,103 @@ fn allow_list_entries_are_parsed_strictly() {
         assert!(AllowedHosts::parse(bad).is_err(), "{bad}");
     }
 }
+
+/// `jobstore serve <args>` that must refuse to start: its stderr.
+async fn serve_refuses(database_url: &str, args: &[&str]) -> String {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("JOBSTORE_") {
+            command.env_remove(name);
+        }
+    }
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        command
+            .args([
+                "serve",
+                "--database-url",
+                database_url,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("jobstore serve with a bad flag exits")
+    .expect("jobstore serve runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{args:?} started: {stderr}");
+    stderr
+}
+
+// Points 11 and 12: --flink-rest-url goes through the validator of PUT (normalised or
+// refused at start, never a CHECK error) and --flink-allowed-hosts.
+backend_tests!(serve_validates_flink_rest_url_like_put, |ts| async move {
+    let serve = ServeProcess::start(
+        &ts.url,
+        &[
+            "--cluster-id",
+            "prod",
+            "--flink-rest-url",
+            "HTTP://127.0.0.1:9/",
+            "--no-executor",
+        ],
+    )
+    .await;
+    assert_eq!(
+        serve.http.get("/v1/clusters/prod").await.json()["flink-rest-url"],
+        "http://127.0.0.1:9"
+    );
+    drop(serve);
+    // Started with a list, without one: the warning is logged only without.
+    let listed = ServeProcess::start(
+        &ts.url,
+        &[
+            "--cluster-id",
+            "other",
+            "--flink-allowed-hosts",
+            "127.0.0.1",
+        ],
+    )
+    .await;
+    let open = ServeProcess::start(&ts.url, &["--cluster-id", "other"]).await;
+    eventually(
+        "the open allow-list warned about",
+        Duration::from_secs(10),
+        || async {
+            open.logs()
+                .contains("--flink-allowed-hosts is empty")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(!listed.logs().contains("--flink-allowed-hosts is empty"));
+    drop((listed, open));
+    for (args, says) in [
+        (vec!["--flink-rest-url", "http:/x"], "--flink-rest-url"),
+        (
+            vec!["--flink-rest-url", "http:127.0.0.1:9"],
+            "--flink-rest-url",
+        ),
+        (vec!["--flink-rest-url", " http://x"], "--flink-rest-url"),
+        (vec!["--flink-rest-url", "http://x/?q"], "no query"),
+        (
+            vec![
+                "--flink-allowed-hosts",
+                "10.0.0.0/8",
+                "--flink-rest-url",
+                "http://127.0.0.1:9",
+            ],
+            "127.0.0.1",
+        ),
+        (
+            vec!["--flink-allowed-hosts", "10.0.0.0/40"],
+            "--flink-allowed-hosts",
+        ),
+    ] {
+        let stderr = serve_refuses(&ts.url, &args).await;
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+});
