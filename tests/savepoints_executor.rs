@@ -1001,10 +1001,11 @@ backend_tests!(
         })
         .await;
         put_cluster(&service.http, CLUSTER, None, None).await;
-        // A request in flight at the PUT may still arrive; none after it.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // A request in flight at the PUT may still arrive (a generous second for a loaded
+        // machine); none after it, while a holder would have polled every 50 ms.
+        tokio::time::sleep(Duration::from_secs(1)).await;
         let requests = new.seen().len();
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(
             new.seen().len(),
             requests,
