@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::{self, ExecutorConfig};
+use crate::flink::AllowedHosts;
 use crate::http::auth::Tokens;
 use crate::http::{AppState, HttpConfig};
 use crate::ids::ClusterId;
@@ -148,6 +149,16 @@ pub struct ServeArgs {
     /// Timeout of one request to Flink.
     #[arg(long, env = "JOBSTORE_FLINK_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub flink_timeout: Duration,
+    /// The hosts Flink REST URLs may name, comma-separated host names, IP addresses and CIDR
+    /// networks (e.g. `jobmanager,10.0.0.0/8,127.0.0.1`); a host name not listed is allowed
+    /// when every address it resolves to is. Checked at PUT /v1/clusters/{cluster} and at
+    /// every request to Flink. Empty: any host (a warning is logged at start).
+    #[arg(long, env = "JOBSTORE_FLINK_ALLOWED_HOSTS", default_value = "", value_parser = parse_allowed_hosts)]
+    pub flink_allowed_hosts: AllowedHosts,
+    /// Largest answer read from Flink, in bytes; a larger one completes the operation with
+    /// a failure-cause that says so.
+    #[arg(long, env = "JOBSTORE_FLINK_MAX_ANSWER", default_value_t = crate::flink::DEFAULT_MAX_ANSWER)]
+    pub flink_max_answer: usize,
     /// Do not drive savepoints on Flink from this process (another replica or an outside
     /// executor does).
     #[arg(long, env = "JOBSTORE_NO_EXECUTOR")]
@@ -161,6 +172,10 @@ pub struct ServeArgs {
     /// Log format: readable text or one JSON object per line.
     #[arg(long, env = "JOBSTORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+fn parse_allowed_hosts(list: &str) -> Result<AllowedHosts, String> {
+    AllowedHosts::parse(list)
 }
 
 /// Logging to stderr; `JOBSTORE_LOG` overrides the default level (`info` for `serve`,
@@ -240,17 +255,27 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .cluster_id
         .parse()
         .map_err(|e| anyhow::anyhow!("--cluster-id {:?}: it {e}", args.cluster_id))?;
-    if let Some(url) = &args.flink_rest_url {
-        crate::http::savepoints::validate_flink_url(url)
-            .map_err(|e| anyhow::anyhow!("--flink-rest-url: {}", e.message))?;
+    let flink_rest_url = match &args.flink_rest_url {
+        Some(url) => {
+            let url = crate::flink::normalize_flink_url(url)
+                .map_err(|e| anyhow::anyhow!("--flink-rest-url {e}"))?;
+            args.flink_allowed_hosts
+                .check_url(&url)
+                .await
+                .map_err(|e| anyhow::anyhow!("--flink-rest-url: {e}"))?;
+            Some(url)
+        }
+        None => None,
+    };
+    if args.flink_allowed_hosts.is_empty() && !args.no_executor {
+        tracing::warn!(
+            "--flink-allowed-hosts is empty: the executor sends requests to whatever host a cluster's flink-rest-url names, so every write-token holder can make this process send HTTP requests to any address it reaches (list Flink's hosts or networks)"
+        );
     }
     // The default cluster follows the flags, unless a PUT configured it.
     let flags = ClusterConfig {
         cluster_id: default_cluster.to_string(),
-        flink_rest_url: args
-            .flink_rest_url
-            .as_ref()
-            .map(|u| u.trim_end_matches('/').to_owned()),
+        flink_rest_url,
         savepoint_directory: args.savepoint_dir.clone().filter(|d| !d.is_empty()),
     };
     // Replicas started with other flags take turns: the last one started wins (a rolling
@@ -280,6 +305,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             request_timeout: args.request_timeout,
             default_cluster,
             tokens,
+            flink_allowed_hosts: args.flink_allowed_hosts.clone(),
         },
     );
     let shutdown = CancellationToken::new();
@@ -292,6 +318,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             clean_retention: args.clean_retention,
             metrics: state.metrics.clone(),
             flink_timeout: args.flink_timeout,
+            flink_allowed_hosts: args.flink_allowed_hosts.clone(),
+            flink_max_answer: args.flink_max_answer,
             ..ExecutorConfig::default()
         };
         tokio::spawn(executor::run(

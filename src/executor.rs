@@ -12,10 +12,12 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::flink::{self, FlinkAnswer, FlinkClient};
+use crate::flink::{self, AllowedHosts, FlinkAnswer, FlinkClient};
 use crate::ids::ClusterId;
 use crate::metrics::Metrics;
-use crate::store::{Claimed, Operation, OperationKey, Outcome, Progress, Store, StoreError};
+use crate::store::{
+    Claimed, ClusterConfig, Operation, OperationKey, Outcome, Progress, Store, StoreError,
+};
 use crate::wire::ResultKind;
 
 #[derive(Debug, Clone)]
@@ -40,6 +42,10 @@ pub struct ExecutorConfig {
     pub max_backoff: Duration,
     /// Where lease take-overs and completions are counted.
     pub metrics: Arc<Metrics>,
+    /// The hosts requests to Flink may go to (`--flink-allowed-hosts`; empty: any).
+    pub flink_allowed_hosts: AllowedHosts,
+    /// Largest answer read from Flink, in bytes (`--flink-max-answer`).
+    pub flink_max_answer: usize,
 }
 
 impl Default for ExecutorConfig {
@@ -55,6 +61,8 @@ impl Default for ExecutorConfig {
             flink_timeout: Duration::from_secs(10),
             max_backoff: Duration::from_secs(10),
             metrics: Arc::new(Metrics::new()),
+            flink_allowed_hosts: AllowedHosts::default(),
+            flink_max_answer: flink::DEFAULT_MAX_ANSWER,
         }
     }
 }
@@ -72,7 +80,11 @@ pub async fn run(
     let config = Arc::new(config);
     // A holder renews its lease between requests to Flink: a request that takes longer than
     // a third of the lease would let the lease lapse under a live holder.
-    let client = FlinkClient::new(config.flink_timeout.min(config.lease / 3));
+    let client = FlinkClient::with_limits(
+        config.flink_timeout.min(config.lease / 3),
+        config.flink_allowed_hosts.clone(),
+        config.flink_max_answer,
+    );
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let mut last_housekeeping: Option<tokio::time::Instant> = None;
     tracing::info!(owner = %config.owner, "savepoint executor started");
@@ -221,6 +233,8 @@ async fn drive_held(
     let mut triggered = op.triggered_at.is_some();
     let mut last_error: Option<String> = None;
     let mut failures: u32 = 0;
+    let mut base = base;
+    let mut first = true;
 
     loop {
         if Utc::now() >= deadline {
@@ -236,6 +250,34 @@ async fn drive_held(
             )
             .await;
             return;
+        }
+        // The cluster's settings of now, not of the claim: a PUT may have pointed the
+        // cluster at another Flink, or at none, since the last request.
+        if !std::mem::take(&mut first) {
+            match store.get_cluster(&key.cluster).await {
+                Ok(Some(ClusterConfig {
+                    flink_rest_url: Some(url),
+                    ..
+                })) => {
+                    if url != base {
+                        tracing::info!(from = %base, to = %url, "the cluster's flink-rest-url changed; asking the new one");
+                        base = url;
+                    }
+                }
+                Ok(_) => {
+                    // Back to waiting for `.../complete` or the timeout; the lease lapses
+                    // and nobody claims the operation until the cluster has a URL again.
+                    tracing::info!(
+                        "the cluster no longer has a flink-rest-url; letting the operation go"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    log_store_error("reading the cluster's settings", &e);
+                    tokio::time::sleep(config.poll_interval.min(config.lease / 3)).await;
+                    continue;
+                }
+            }
         }
         let answer = if triggered {
             client.status(&base, &op.job_id, &op.request_id).await
@@ -289,6 +331,16 @@ async fn drive_held(
                     &key,
                     fence,
                     Outcome::FailureCause(flink::rejected_cause(&op.job_id, code, &message)),
+                )
+                .await;
+            }
+            Ok(FlinkAnswer::Failed(cause)) => {
+                return finish(
+                    store,
+                    &config.metrics,
+                    &key,
+                    fence,
+                    Outcome::FailureCause(cause),
                 )
                 .await;
             }

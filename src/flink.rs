@@ -1,11 +1,30 @@
-//! A small client for the savepoint part of Flink's REST API.
+//! A small client for the savepoint part of Flink's REST API, and the rules for the Flink
+//! REST URLs it may be pointed at (a base URL of a listed host, see [`AllowedHosts`]).
+//!
+//! The client is hardened against a target that is not Flink (issue 12): it follows no
+//! redirect, reads at most `max_answer` bytes of an answer, and quotes only the HTTP status
+//! and the `errors` entries of Flink's error body (each cut to [`MAX_QUOTED`] characters),
+//! never other body text.
 
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::Url;
 use serde_json::{Value, json};
 
 use crate::ids::HexId;
 use crate::store::{Operation, OperationKind};
+
+/// Default of `--flink-max-answer`: far above Flink's largest answer (a failure-cause with
+/// its stack trace, 36 KB in tests/data).
+pub const DEFAULT_MAX_ANSWER: usize = 4 * 1024 * 1024;
+
+/// Longest quote of one of Flink's error messages, in characters.
+pub const MAX_QUOTED: usize = 500;
+
+/// How many entries of Flink's `errors` array are quoted.
+const MAX_QUOTED_ERRORS: usize = 3;
 
 /// What Flink answered to a trigger or a status request.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +39,9 @@ pub enum FlinkAnswer {
     NotFound(String),
     /// Flink refused the request (another 4xx); its message.
     Rejected(u16, String),
+    /// The request was refused before it was sent (the URL or its host is not allowed), or
+    /// the answer cannot be accepted (a redirect, too large): jobstore's failure-cause.
+    Failed(Value),
 }
 
 /// Flink could not be asked: connection refused, timeout, a 5xx, an unreadable answer.
@@ -27,24 +49,265 @@ pub enum FlinkAnswer {
 #[error("{0}")]
 pub struct Unreachable(pub String);
 
+/// Checks a Flink REST URL and answers it normalised: `http://` or `https://` (in any
+/// case), a host, an optional port and path, nothing else (no user info, query or
+/// fragment; no white space, control character or backslash anywhere, which URL parsers
+/// silently drop or rewrite). The answer has a lowercase scheme and no trailing `/`, so it
+/// always satisfies the `clusters.flink_rest_url` CHECK of both schemas (`^https?://`).
+pub fn normalize_flink_url(raw: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "must be an http:// or https:// base URL ({why}), got {raw:?}"
+        ))
+    };
+    if raw
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '\\')
+    {
+        return bad("no white space, control character or backslash");
+    }
+    let lower = raw.get(..8).unwrap_or(raw).to_ascii_lowercase();
+    let rest = match (lower.starts_with("http://"), lower.starts_with("https://")) {
+        (true, _) => &raw[7..],
+        (_, true) => &raw[8..],
+        _ => return bad("it must start with http:// or https://"),
+    };
+    if rest.starts_with('/') {
+        return bad("a host is needed");
+    }
+    let url = match Url::parse(raw) {
+        Ok(u) => u,
+        Err(e) => return bad(&e.to_string()),
+    };
+    if !matches!(url.scheme(), "http" | "https") {
+        return bad("it must start with http:// or https://");
+    }
+    match url.host_str() {
+        None | Some("") => return bad("a host is needed"),
+        Some(_) => {}
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return bad("no user info");
+    }
+    if url.query().is_some() {
+        return bad("no query");
+    }
+    if url.fragment().is_some() {
+        return bad("no fragment");
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// `--flink-allowed-hosts`: the hosts the executor may send requests to. Host names match
+/// the URL's host exactly (case-insensitively), whatever they resolve to; IP addresses and
+/// CIDR networks match an IP host, or every address a host name resolves to. Empty: any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedHosts {
+    names: Vec<String>,
+    nets: Vec<(IpAddr, u8)>,
+}
+
+impl AllowedHosts {
+    /// Parses `jobmanager,10.0.0.0/8,127.0.0.1,::1,[fd00::]/8`.
+    pub fn parse(list: &str) -> Result<AllowedHosts, String> {
+        let mut allowed = AllowedHosts::default();
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (addr, prefix) = match entry.split_once('/') {
+                Some((a, p)) => (a, Some(p)),
+                None => (entry, None),
+            };
+            let unbracketed = addr
+                .strip_prefix('[')
+                .and_then(|a| a.strip_suffix(']'))
+                .unwrap_or(addr);
+            match (unbracketed.parse::<IpAddr>(), prefix) {
+                (Ok(ip), prefix) => {
+                    let ip = ip.to_canonical();
+                    let max = if ip.is_ipv4() { 32 } else { 128 };
+                    let bits = match prefix {
+                        None => max,
+                        Some(p) => match p.parse::<u8>() {
+                            Ok(b) if b <= max => b,
+                            _ => {
+                                return Err(format!(
+                                    "{entry:?}: the prefix length must be 0 to {max}"
+                                ));
+                            }
+                        },
+                    };
+                    allowed.nets.push((ip, bits));
+                }
+                (Err(_), None) => {
+                    let ok = entry.len() <= 253
+                        && entry.split('.').all(|label| {
+                            !label.is_empty()
+                                && label.len() <= 63
+                                && label
+                                    .bytes()
+                                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                        });
+                    if !ok {
+                        return Err(format!(
+                            "{entry:?} is neither a host name, an IP address nor a CIDR network"
+                        ));
+                    }
+                    allowed.names.push(entry.to_ascii_lowercase());
+                }
+                (Err(_), Some(_)) => {
+                    return Err(format!("{entry:?}: a CIDR network needs an IP address"));
+                }
+            }
+        }
+        Ok(allowed)
+    }
+
+    /// No restriction.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.nets.is_empty()
+    }
+
+    fn allows_name(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n.eq_ignore_ascii_case(name))
+    }
+
+    fn allows_ip(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.nets.iter().any(|&(net, bits)| in_net(ip, net, bits))
+    }
+
+    /// Checks the host of a (normalised) Flink URL; resolves a host name that is not
+    /// listed by name and checks every address it resolves to. The error names the host.
+    pub async fn check_url(&self, url: &str) -> Result<(), String> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let parsed = Url::parse(url).map_err(|e| format!("{url:?}: {e}"))?;
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let host = parsed.host_str().unwrap_or_default();
+        let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+        match literal.unwrap_or(host).parse::<IpAddr>() {
+            Ok(ip) => self.check_ip(host, ip),
+            Err(_) if host.is_empty() => Err(format!("{url:?} has no host")),
+            Err(_) if self.allows_name(host) => Ok(()),
+            Err(_) => self.resolve(host, port).await.map(|_| ()),
+        }
+    }
+
+    fn check_ip(&self, host: &str, ip: IpAddr) -> Result<(), String> {
+        if self.allows_ip(ip) {
+            Ok(())
+        } else {
+            Err(format!("host {host} is not in --flink-allowed-hosts"))
+        }
+    }
+
+    /// The addresses of `name`, all of them allowed (or `name` is listed by name).
+    async fn resolve(&self, name: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name, port))
+            .await
+            .map_err(|e| format!("host {name} cannot be resolved: {e}"))?
+            .collect();
+        if self.is_empty() || self.allows_name(name) {
+            return Ok(addrs);
+        }
+        if addrs.is_empty() {
+            return Err(format!("host {name} resolves to no address"));
+        }
+        if let Some(bad) = addrs.iter().find(|a| !self.allows_ip(a.ip())) {
+            return Err(format!(
+                "host {name} resolves to {}, which is not in --flink-allowed-hosts",
+                bad.ip()
+            ));
+        }
+        Ok(addrs)
+    }
+}
+
+fn in_net(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
+    match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+/// The client's resolver: the connection goes only to addresses the allow-list accepts,
+/// whatever the name resolves to by the time of the connection (no DNS rebinding between
+/// the check and the connection).
+struct CheckedResolver(Arc<AllowedHosts>);
+
+impl reqwest::dns::Resolve for CheckedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allowed = self.0.clone();
+        let name = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs = allowed.resolve(&name, 0).await?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
 #[derive(Clone)]
 pub struct FlinkClient {
     http: reqwest::Client,
+    allowed: Arc<AllowedHosts>,
+    max_answer: usize,
 }
 
 impl FlinkClient {
+    /// A client for any host, reading answers up to [`DEFAULT_MAX_ANSWER`].
     pub fn new(timeout: Duration) -> Self {
+        Self::with_limits(timeout, AllowedHosts::default(), DEFAULT_MAX_ANSWER)
+    }
+
+    pub fn with_limits(timeout: Duration, allowed: AllowedHosts, max_answer: usize) -> Self {
+        let allowed = Arc::new(allowed);
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .dns_resolver(Arc::new(CheckedResolver(allowed.clone())))
             .build()
             .expect("an HTTP client without TLS settings always builds");
-        FlinkClient { http }
+        FlinkClient {
+            http,
+            allowed,
+            max_answer,
+        }
+    }
+
+    /// The base URL as stored, normalised and checked against the allow-list; the
+    /// failure-cause of an operation that cannot be sent there.
+    async fn checked_base(&self, base: &str) -> Result<String, Value> {
+        let base = normalize_flink_url(base).map_err(|e| {
+            failure_cause(
+                "FlinkAddressRefusedException",
+                &format!("flink-rest-url {e}"),
+            )
+        })?;
+        self.allowed.check_url(&base).await.map_err(|e| {
+            failure_cause(
+                "FlinkAddressRefusedException",
+                &format!("jobstore does not send requests to {base}: {e}"),
+            )
+        })?;
+        Ok(base)
     }
 
     /// Triggers the operation on Flink with its request id as Flink's `triggerId`, so
     /// that a repeated trigger (after a crash or a take-over) never starts a second one.
     pub async fn trigger(&self, base: &str, op: &Operation) -> Result<FlinkAnswer, Unreachable> {
+        let base = match self.checked_base(base).await {
+            Ok(b) => b,
+            Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
+        };
         let (path, body) = match op.kind {
             OperationKind::Savepoint | OperationKind::CancelWithSavepoint => (
                 "savepoints",
@@ -66,21 +329,25 @@ impl FlinkClient {
             ),
         };
         let url = format!("{base}/jobs/{}/{path}", op.job_id);
+        let what = format!("POST {url}");
         let res = self
             .http
             .post(&url)
             .json(&body)
             .send()
             .await
-            .map_err(|e| Unreachable(format!("POST {url}: {}", error_chain(&e))))?;
+            .map_err(|e| Unreachable(format!("{what}: {}", error_chain(&e))))?;
         let status = res.status();
-        let body = read_json(res, &url).await?;
+        let body = match self.read_answer(res, &what).await? {
+            Ok(body) => body,
+            Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
+        };
         match status.as_u16() {
             200..=299 => Ok(FlinkAnswer::Accepted),
             404 => Ok(FlinkAnswer::NotFound(flink_message(&body))),
             code @ 400..=499 => Ok(FlinkAnswer::Rejected(code, flink_message(&body))),
             code => Err(Unreachable(format!(
-                "POST {url}: Flink answered {code}: {}",
+                "{what}: Flink answered {code}: {}",
                 flink_message(&body)
             ))),
         }
@@ -93,29 +360,93 @@ impl FlinkClient {
         job: &str,
         request: &str,
     ) -> Result<FlinkAnswer, Unreachable> {
+        let base = match self.checked_base(base).await {
+            Ok(b) => b,
+            Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
+        };
         let url = format!("{base}/jobs/{job}/savepoints/{request}");
+        let what = format!("GET {url}");
         let res = self
             .http
             .get(&url)
             .send()
             .await
-            .map_err(|e| Unreachable(format!("GET {url}: {}", error_chain(&e))))?;
+            .map_err(|e| Unreachable(format!("{what}: {}", error_chain(&e))))?;
         let status = res.status();
-        let body = read_json(res, &url).await?;
+        let body = match self.read_answer(res, &what).await? {
+            Ok(body) => body,
+            Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
+        };
         match status.as_u16() {
-            200..=299 => parse_status(&body).ok_or_else(|| {
+            code @ 200..=299 => parse_status(&body).ok_or_else(|| {
                 Unreachable(format!(
-                    "GET {url}: unexpected answer {}",
-                    truncate(&body.to_string())
+                    "{what}: Flink answered {code} with a body that is not a savepoint status"
                 ))
             }),
             404 => Ok(FlinkAnswer::NotFound(flink_message(&body))),
             code @ 400..=499 => Ok(FlinkAnswer::Rejected(code, flink_message(&body))),
             code => Err(Unreachable(format!(
-                "GET {url}: Flink answered {code}: {}",
+                "{what}: Flink answered {code}: {}",
                 flink_message(&body)
             ))),
         }
+    }
+
+    /// Reads an answer of at most `max_answer` bytes, chunk by chunk. A redirect or a larger
+    /// answer is a failure-cause (Err inside Ok); a broken connection is Unreachable.
+    async fn read_answer(
+        &self,
+        mut res: reqwest::Response,
+        what: &str,
+    ) -> Result<Result<Value, Value>, Unreachable> {
+        let status = res.status();
+        if status.is_redirection() {
+            return Ok(Err(failure_cause(
+                "FlinkRedirectException",
+                &format!(
+                    "{what}: the answer was {} (a redirect); jobstore follows no redirect: \
+                     configure Flink's own REST address as flink-rest-url",
+                    status.as_u16()
+                ),
+            )));
+        }
+        let too_large = || {
+            Ok(Err(failure_cause(
+                "FlinkAnswerTooLargeException",
+                &format!(
+                    "{what}: the answer ({}) was larger than --flink-max-answer ({} bytes); \
+                     it was not read further",
+                    status.as_u16(),
+                    self.max_answer
+                ),
+            )))
+        };
+        if res
+            .content_length()
+            .is_some_and(|n| n > self.max_answer as u64)
+        {
+            return too_large();
+        }
+        let mut bytes = Vec::new();
+        loop {
+            match res.chunk().await {
+                Ok(Some(chunk)) => {
+                    if bytes.len() + chunk.len() > self.max_answer {
+                        return too_large();
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return Err(Unreachable(format!(
+                        "{what}: reading the answer: {}",
+                        error_chain(&e)
+                    )));
+                }
+            }
+        }
+        // Not JSON: nothing of it is quoted (only Flink's own error fields are).
+        Ok(Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
     }
 }
 
@@ -137,26 +468,31 @@ pub fn parse_status(body: &Value) -> Option<FlinkAnswer> {
     }
 }
 
-async fn read_json(res: reqwest::Response, url: &str) -> Result<Value, Unreachable> {
-    let bytes = res
-        .bytes()
-        .await
-        .map_err(|e| Unreachable(format!("{url}: reading the answer: {}", error_chain(&e))))?;
-    Ok(serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned())))
-}
-
-/// The first line of Flink's first error message (Flink appends a Java stack trace).
+/// The first line of each of the first entries of Flink's error body `{"errors": [...]}`
+/// (Flink appends a Java stack trace), each cut to [`MAX_QUOTED`] characters. Nothing else
+/// of the body is quoted: the target may not be Flink.
 fn flink_message(body: &Value) -> String {
-    let raw = match body.pointer("/errors/0") {
-        Some(Value::String(s)) => s.clone(),
-        _ => body.to_string(),
-    };
-    truncate(raw.lines().next().unwrap_or_default())
+    let quoted: Vec<String> = body
+        .get("errors")
+        .and_then(Value::as_array)
+        .map(|errors| {
+            errors
+                .iter()
+                .filter_map(Value::as_str)
+                .take(MAX_QUOTED_ERRORS)
+                .map(|e| truncate(e.lines().next().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if quoted.is_empty() {
+        "no Flink error message".to_owned()
+    } else {
+        quoted.join("; ")
+    }
 }
 
 fn truncate(s: &str) -> String {
-    match s.char_indices().nth(500) {
+    match s.char_indices().nth(MAX_QUOTED) {
         Some((i, _)) => format!("{}...", &s[..i]),
         None => s.to_owned(),
     }

@@ -22,7 +22,7 @@ use jobstore::store::{
 use serde_json::{Value, json};
 
 use common::{Kind, TestStore, flink_files, random_hex};
-use support::fake_flink::FakeFlink;
+use support::fake_flink::{FakeFlink, Hostile, HugeFlink};
 use support::{
     Client, ServeProcess, Service, cause_text, eventually, fast_executor, listed, prefix,
     put_cluster, status, stop, trigger, wait_completed,
@@ -941,5 +941,328 @@ backend_tests!(
             op.attempt, 1,
             "the only executor, alive all along, lost its lease: {op:?}"
         );
+    }
+);
+
+// ---- Issue 12 (hardening), points 5, 12 and 13 ----
+
+/// Triggers `id` of `job` on this fake directly, as if jobstore had triggered it there.
+async fn trigger_directly(fake: &FakeFlink, job: &str, id: &str) {
+    let r = support::Http::new(fake.url())
+        .post_json(
+            &format!("/jobs/{job}/savepoints"),
+            &json!({"target-directory": DIR, "triggerId": id}),
+        )
+        .await;
+    r.expect(StatusCode::ACCEPTED);
+}
+
+// Point 5: the executor used the URL of its claim until the process stopped.
+backend_tests!(
+    a_changed_flink_url_is_used_from_the_next_request_on,
+    |ts| async move {
+        let (old, service) = setup(&ts).await;
+        old.hold();
+        let new = FakeFlink::start().await;
+        new.hold();
+        let _executor = service.executor(fast_executor("executor-a"));
+        let job = random_hex();
+        let id = savepoint_of(&service, &job).await;
+        eventually("the old Flink polled", WITHIN, || async {
+            (old.status_polls(&id) >= 2).then_some(())
+        })
+        .await;
+        // The cluster moves to another JobManager (which knows the operation).
+        trigger_directly(&new, &job, &id).await;
+        put_cluster(&service.http, CLUSTER, Some(&new.url()), None).await;
+        eventually("the new Flink polled", WITHIN, || async {
+            (new.status_polls(&id) >= 1).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let old_requests = old.seen().len();
+        new.release();
+        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        assert_eq!(Some(op), new.result_of(&job, &id));
+        assert_eq!(
+            old.seen().len(),
+            old_requests,
+            "the old Flink was still asked: {:#?}",
+            old.seen()
+        );
+        assert_eq!(old.triggers().len(), 1);
+
+        // The URL set to null: the holder stops asking Flink and lets the operation go
+        // back to waiting for `.../complete` (or the timeout).
+        new.hold();
+        let second = savepoint_of(&service, &job).await;
+        eventually("the new Flink polled the second", WITHIN, || async {
+            (new.status_polls(&second) >= 1).then_some(())
+        })
+        .await;
+        put_cluster(&service.http, CLUSTER, None, None).await;
+        // A request in flight at the PUT may still arrive (a generous second for a loaded
+        // machine); none after it, while a holder would have polled every 50 ms.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let requests = new.seen().len();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            new.seen().len(),
+            requests,
+            "Flink was still asked after its URL was removed"
+        );
+        assert_eq!(
+            status(&service.http, &pre(), &job, &second).await,
+            json!({"status": {"id": "IN_PROGRESS"}, "operation": null})
+        );
+        assert_eq!(old.seen().len(), old_requests);
+        service
+            .http
+            .post_json(
+                &format!("/v1/clusters/{CLUSTER}/jobs/{job}/savepoints/{second}/complete"),
+                &json!({"location": "file:/elsewhere/savepoint-2"}),
+            )
+            .await
+            .expect(StatusCode::OK);
+        assert_eq!(
+            wait_completed(&service.http, &pre(), &job, &second, WITHIN).await,
+            json!({"location": "file:/elsewhere/savepoint-2"})
+        );
+    }
+);
+
+// Point 12: a redirect is not followed; it completes the operation with a cause saying so.
+backend_tests!(redirects_from_flink_are_not_followed, |ts| async move {
+    let (fake, service) = setup(&ts).await;
+    let elsewhere = FakeFlink::start().await;
+    fake.set_hostile(Some(Hostile::Redirect(
+        StatusCode::TEMPORARY_REDIRECT,
+        format!("{}/latest/meta-data", elsewhere.url()),
+    )));
+    let _executor = service.executor(fast_executor("executor-a"));
+    let job = random_hex();
+    let id = savepoint_of(&service, &job).await;
+    let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+    let cause = op["failure-cause"].clone();
+    let text = cause_text(&cause);
+    assert!(text.contains("redirect") && text.contains("307"), "{cause}");
+    assert_eq!(cause["class"], "jobstore.FlinkRedirectException", "{cause}");
+    assert!(elsewhere.seen().is_empty(), "{:#?}", elsewhere.seen());
+    assert_eq!(fake.triggers().len(), 1);
+});
+
+// Point 12: what a target that is not Flink answers never reaches a failure-cause or the
+// stored last error; only the status and Flink's own `errors` entries (bounded) do.
+backend_tests!(
+    only_flink_error_fields_are_quoted_from_an_answer,
+    |ts| async move {
+        let (fake, service) = setup(&ts).await;
+        let _executor = service.executor(fast_executor("executor-a"));
+        let job = random_hex();
+
+        // A 4xx page that is not Flink's error body.
+        fake.set_hostile(Some(Hostile::Body(
+            StatusCode::FORBIDDEN,
+            "text/html",
+            "<html>SECRET-page ami-id instance-id</html>".into(),
+        )));
+        let id = savepoint_of(&service, &job).await;
+        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        let text = cause_text(&op["failure-cause"]);
+        assert!(text.contains("403"), "{text}");
+        assert!(!text.contains("secret"), "{text}");
+
+        // Flink's error body: the first line of each entry, bounded; nothing else.
+        fake.set_hostile(Some(Hostile::Body(
+            StatusCode::BAD_REQUEST,
+            "application/json",
+            json!({
+                "errors": ["Flink says no\n\tat SECRET-stack", "y".repeat(20_000)],
+                "secret": "SECRET-field"
+            })
+            .to_string(),
+        )));
+        let id = savepoint_of(&service, &job).await;
+        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+        let text = cause_text(&op["failure-cause"]);
+        assert!(
+            text.contains("400") && text.contains("flink says no"),
+            "{text}"
+        );
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.len() < 4000, "{} characters quoted", text.len());
+
+        // A 5xx and a 2xx that is not a status: retried, the stored error quotes nothing.
+        for (code, body) in [
+            (StatusCode::INTERNAL_SERVER_ERROR, "SECRET-500 db dump"),
+            (StatusCode::OK, "SECRET-200 ssh banner"),
+        ] {
+            fake.set_hostile(Some(Hostile::Body(code, "text/plain", body.into())));
+            let id = savepoint_of(&service, &job).await;
+            let op = eventually("the error recorded", WITHIN, || async {
+                let op = stored(&ts, CLUSTER, &job, &id).await;
+                op.last_error.is_some().then_some(op)
+            })
+            .await;
+            let error = op.last_error.unwrap();
+            assert!(error.contains(code.as_str()), "{error}");
+            assert!(!error.contains("SECRET"), "{error}");
+            fake.set_hostile(None);
+            // After the 500 Flink gets the trigger again; the 200 "accepted" a trigger it
+            // never registered: Flink answers 404 for it (lost).
+            let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
+            if code == StatusCode::INTERNAL_SERVER_ERROR {
+                assert_eq!(Some(op), fake.result_of(&job, &id));
+            }
+        }
+    }
+);
+
+// Point 12: `--flink-allowed-hosts` is checked at every request, whatever the stored URL
+// (set before the list, or by SQL): resolved names too.
+backend_tests!(
+    the_executor_sends_nothing_to_hosts_outside_the_allow_list,
+    |ts| async move {
+        let allowed = FakeFlink::start_on("127.0.0.2".parse().unwrap()).await;
+        let refused = FakeFlink::start().await;
+        let service = Service::start(ts.store.clone(), HttpConfig::default()).await;
+        let port = refused.url().rsplit(':').next().unwrap().to_owned();
+        let clusters = [
+            ("flink-ok", allowed.url()),
+            ("flink-ip", refused.url()),
+            // localhost resolves to 127.0.0.1.
+            ("flink-name", format!("http://localhost:{port}")),
+            // A query would turn the appended path into a parameter.
+            ("flink-query", format!("{}/?x=", allowed.url())),
+        ];
+        for (cluster, url) in &clusters {
+            ts.store
+                .put_cluster(
+                    &ClusterConfig {
+                        cluster_id: (*cluster).into(),
+                        flink_rest_url: Some(url.clone()),
+                        savepoint_directory: None,
+                    },
+                    ConfiguredBy::Api,
+                )
+                .await
+                .unwrap();
+        }
+        let _executor = service.executor(ExecutorConfig {
+            flink_allowed_hosts: jobstore::flink::AllowedHosts::parse("127.0.0.2").unwrap(),
+            ..fast_executor("executor-a")
+        });
+        let job = random_hex();
+        let mut ids = Vec::new();
+        for (cluster, _) in &clusters {
+            let p = prefix(Some(cluster));
+            ids.push(trigger(&service.http, &p, &job, &json!({"target-directory": DIR})).await);
+        }
+        let done = wait_completed(
+            &service.http,
+            &prefix(Some("flink-ok")),
+            &job,
+            &ids[0],
+            WITHIN,
+        )
+        .await;
+        assert_eq!(Some(done), allowed.result_of(&job, &ids[0]));
+        for (i, host) in [(1, "127.0.0.1"), (2, "localhost"), (3, "query")] {
+            let p = prefix(Some(clusters[i].0));
+            let op = wait_completed(&service.http, &p, &job, &ids[i], WITHIN).await;
+            let cause = op["failure-cause"].clone();
+            assert_eq!(
+                cause["class"], "jobstore.FlinkAddressRefusedException",
+                "{cause}"
+            );
+            assert!(cause_text(&cause).contains(host), "{cause}");
+        }
+        assert!(refused.seen().is_empty(), "{:#?}", refused.seen());
+        assert!(
+            allowed.seen().iter().all(|s| s.path.contains(&ids[0])
+                || s.path == format!("/jobs/{job}/savepoints")
+                    && s.body["triggerId"] == ids[0].as_str()),
+            "{:#?}",
+            allowed.seen()
+        );
+    }
+);
+
+/// The resident set of a process, in KiB (`VmRSS` of /proc/PID/status).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmRSS line")
+}
+
+// Point 13: one 300 MB status answer raised the RSS by 305 MB. Answers are read up to
+// --flink-max-answer; a larger one completes the operation with a cause saying so.
+backend_tests!(
+    a_huge_flink_answer_is_cut_off_and_completes_the_operation,
+    |ts| async move {
+        const HUGE: usize = 64 * 1024 * 1024;
+        let huge = HugeFlink::start(HUGE).await;
+        let url = huge.url();
+        // Through the environment, so that a binary without the flag still starts.
+        let serve = ServeProcess::start_with_env(
+            &ts.url,
+            &[
+                "--cluster-id",
+                "prod",
+                "--flink-rest-url",
+                &url,
+                "--poll-interval",
+                "50ms",
+                "--flink-timeout",
+                "20s",
+            ],
+            &[("JOBSTORE_FLINK_MAX_ANSWER", "1048576")],
+        )
+        .await;
+        let before = rss_kib(serve.pid());
+        let job = random_hex();
+        let id = trigger(&serve.http, "", &job, &json!({"target-directory": DIR})).await;
+        let mut peak = before;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let op = loop {
+            peak = peak.max(rss_kib(serve.pid()));
+            let s = status(&serve.http, "", &job, &id).await;
+            if s["status"]["id"] == "COMPLETED" {
+                break s["operation"].clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not completed within 60 s; {} requests to the huge Flink; RSS {before} -> {peak} KiB",
+                huge.requests()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let after = rss_kib(serve.pid());
+        println!(
+            "RSS of jobstore serve under a {HUGE}-byte status answer with --flink-max-answer 1 MiB: \
+             before {before} KiB, peak {peak} KiB, after {after} KiB; {} request(s)",
+            huge.requests()
+        );
+        let cause = op["failure-cause"].clone();
+        assert_eq!(
+            cause["class"], "jobstore.FlinkAnswerTooLargeException",
+            "{cause}"
+        );
+        let text = cause_text(&cause);
+        assert!(
+            text.contains("larger than") && text.contains("1048576"),
+            "{text}"
+        );
+        // Generous: the answer is 64 MiB, the cap 1 MiB.
+        assert!(
+            peak < before + 24 * 1024,
+            "RSS grew from {before} KiB to {peak} KiB"
+        );
+        assert!(huge.requests() >= 1);
+        let status = serve.terminate().await;
+        assert!(status.success(), "{status}");
     }
 );

@@ -1545,3 +1545,242 @@ backend_tests!(
         );
     }
 );
+
+/// PUT `{"flink-rest-url": url}` on `cluster`: the answer.
+async fn put_url(api: &Api, cluster: &str, url: &str) -> Resp {
+    api.put_json(
+        &format!("/v1/clusters/{cluster}"),
+        &json!({ "flink-rest-url": url }),
+    )
+    .await
+}
+
+// Issue 12, point 11: URLs the old validator accepted and the schema's CHECK refused were
+// answered 500. Each is now stored normalised (a scheme in another case) or refused 400.
+backend_tests!(
+    flink_urls_the_check_refused_are_normalised_or_400,
+    |ts| async move {
+        let api = api(&ts);
+        for (given, stored) in [
+            ("HTTP://127.0.0.1:9", "http://127.0.0.1:9"),
+            ("Https://flink.example:8081/", "https://flink.example:8081"),
+            (
+                "hTtP://Flink.Example:8081/rest/",
+                "http://flink.example:8081/rest",
+            ),
+            ("http://[::1]:8081", "http://[::1]:8081"),
+        ] {
+            let r = put_url(&api, "c1", given).await;
+            r.expect(StatusCode::OK);
+            assert_eq!(r.json()["flink-rest-url"], stored, "{given:?}");
+            assert_eq!(
+                api.get("/v1/clusters/c1").await.json()["flink-rest-url"],
+                stored,
+                "{given:?}"
+            );
+        }
+        let before = api.get("/v1/clusters/c1").await.json();
+        for given in [
+            "http:127.0.0.1:9",
+            "http:/x",
+            " http://x",
+            "http://x ",
+            "http:\\\\x",
+            "http://\\x",
+            "http://fl\tink:8081",
+            "http://flink\n:8081",
+            "\thttp://x",
+            "HTTP:127.0.0.1:9",
+            // A base URL has no query (the appended path would become part of it), fragment
+            // or user info.
+            "http://flink:8081/?a=b",
+            "http://flink:8081?",
+            "http://flink:8081/#x",
+            "http://flink:8081#",
+            "http://user:pass@flink:8081",
+            "http://user@flink:8081",
+            "http://",
+            "http:///x",
+            "ftp://flink.example",
+        ] {
+            put_url(&api, "c1", given)
+                .await
+                .error_naming(StatusCode::BAD_REQUEST, &["flink-rest-url"]);
+        }
+        assert_eq!(api.get("/v1/clusters/c1").await.json(), before);
+    }
+);
+
+// Issue 12, point 12: `--flink-allowed-hosts` is checked at PUT, the refused host named.
+backend_tests!(put_refuses_hosts_outside_the_allow_list, |ts| async move {
+    let api = ts.api(HttpConfig {
+        flink_allowed_hosts: jobstore::flink::AllowedHosts::parse(
+            "jobmanager,10.0.0.0/8,127.0.0.1,fd00::/8",
+        )
+        .unwrap(),
+        ..HttpConfig::default()
+    });
+    for ok in [
+        "http://jobmanager:8081",
+        "http://JobManager:8081",
+        "http://10.1.2.3:8081",
+        "http://127.0.0.1:8081",
+        // Not listed by name: allowed as every address it resolves to (127.0.0.1) is.
+        "http://localhost:8081",
+        "http://[fd00::1]:8081",
+    ] {
+        put_url(&api, "c1", ok).await.expect(StatusCode::OK);
+    }
+    for (refused, host) in [
+        ("http://169.254.169.254/latest/meta-data", "169.254.169.254"),
+        ("http://127.0.0.2:8081", "127.0.0.2"),
+        ("http://[::1]:22", "::1"),
+        ("http://11.0.0.1:5432", "11.0.0.1"),
+        ("http://jobmanager2:8081", "jobmanager2"),
+    ] {
+        put_url(&api, "c1", refused)
+            .await
+            .error_naming(StatusCode::BAD_REQUEST, &["flink-rest-url", host]);
+    }
+    assert_eq!(
+        api.get("/v1/clusters/c1").await.json()["flink-rest-url"],
+        "http://[fd00::1]:8081"
+    );
+    // A name that resolves outside the list is refused, naming the name and the address.
+    let narrow = ts.api(HttpConfig {
+        flink_allowed_hosts: jobstore::flink::AllowedHosts::parse("10.0.0.0/8").unwrap(),
+        ..HttpConfig::default()
+    });
+    put_url(&narrow, "c2", "http://localhost:8081")
+        .await
+        .error_naming(StatusCode::BAD_REQUEST, &["localhost", "127.0.0.1"]);
+    narrow
+        .get("/v1/clusters/c2")
+        .await
+        .error(StatusCode::NOT_FOUND);
+});
+
+#[test]
+fn allow_list_entries_are_parsed_strictly() {
+    use jobstore::flink::AllowedHosts;
+    assert!(AllowedHosts::parse("").unwrap().is_empty());
+    assert!(AllowedHosts::parse(" , ").unwrap().is_empty());
+    for ok in [
+        "jobmanager",
+        "10.0.0.0/8,127.0.0.1",
+        "::1,[fd00::]/8,0.0.0.0/0",
+        "flink-jm.ns.svc.cluster.local",
+    ] {
+        assert!(!AllowedHosts::parse(ok).unwrap().is_empty(), "{ok}");
+    }
+    for bad in [
+        "10.0.0.0/33",
+        "::1/129",
+        "jobmanager/8",
+        "a b",
+        "http://x",
+        "x..y",
+    ] {
+        assert!(AllowedHosts::parse(bad).is_err(), "{bad}");
+    }
+}
+
+/// `jobstore serve <args>` that must refuse to start: its stderr.
+async fn serve_refuses(database_url: &str, args: &[&str]) -> String {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("JOBSTORE_") {
+            command.env_remove(name);
+        }
+    }
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        command
+            .args([
+                "serve",
+                "--database-url",
+                database_url,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("jobstore serve with a bad flag exits")
+    .expect("jobstore serve runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{args:?} started: {stderr}");
+    stderr
+}
+
+// Points 11 and 12: --flink-rest-url goes through the validator of PUT (normalised or
+// refused at start, never a CHECK error) and --flink-allowed-hosts.
+backend_tests!(serve_validates_flink_rest_url_like_put, |ts| async move {
+    let serve = ServeProcess::start(
+        &ts.url,
+        &[
+            "--cluster-id",
+            "prod",
+            "--flink-rest-url",
+            "HTTP://127.0.0.1:9/",
+            "--no-executor",
+        ],
+    )
+    .await;
+    assert_eq!(
+        serve.http.get("/v1/clusters/prod").await.json()["flink-rest-url"],
+        "http://127.0.0.1:9"
+    );
+    drop(serve);
+    // Started with a list, without one: the warning is logged only without.
+    let listed = ServeProcess::start(
+        &ts.url,
+        &[
+            "--cluster-id",
+            "other",
+            "--flink-allowed-hosts",
+            "127.0.0.1",
+        ],
+    )
+    .await;
+    let open = ServeProcess::start(&ts.url, &["--cluster-id", "other"]).await;
+    eventually(
+        "the open allow-list warned about",
+        Duration::from_secs(10),
+        || async {
+            open.logs()
+                .contains("--flink-allowed-hosts is empty")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(!listed.logs().contains("--flink-allowed-hosts is empty"));
+    drop((listed, open));
+    for (args, says) in [
+        (vec!["--flink-rest-url", "http:/x"], "--flink-rest-url"),
+        (
+            vec!["--flink-rest-url", "http:127.0.0.1:9"],
+            "--flink-rest-url",
+        ),
+        (vec!["--flink-rest-url", " http://x"], "--flink-rest-url"),
+        (vec!["--flink-rest-url", "http://x/?q"], "no query"),
+        (
+            vec![
+                "--flink-allowed-hosts",
+                "10.0.0.0/8",
+                "--flink-rest-url",
+                "http://127.0.0.1:9",
+            ],
+            "127.0.0.1",
+        ),
+        (
+            vec!["--flink-allowed-hosts", "10.0.0.0/40"],
+            "--flink-allowed-hosts",
+        ),
+    ] {
+        let stderr = serve_refuses(&ts.url, &args).await;
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+});

@@ -38,6 +38,8 @@ pub struct HttpConfig {
     pub default_cluster: ClusterId,
     /// Bearer tokens (scopes, clusters); none configured means auth is off.
     pub tokens: auth::Tokens,
+    /// The hosts a cluster's `flink-rest-url` may name (`--flink-allowed-hosts`; empty: any).
+    pub flink_allowed_hosts: crate::flink::AllowedHosts,
 }
 
 impl Default for HttpConfig {
@@ -48,6 +50,7 @@ impl Default for HttpConfig {
             request_timeout: Duration::from_secs(30),
             default_cluster: "default".parse().expect("a valid cluster id"),
             tokens: auth::Tokens::default(),
+            flink_allowed_hosts: crate::flink::AllowedHosts::default(),
         }
     }
 }

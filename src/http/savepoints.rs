@@ -447,10 +447,21 @@ async fn put_cluster(
         };
         match field.as_str() {
             "flink-rest-url" => {
-                if let Some(url) = &value {
-                    validate_flink_url(url)?;
-                }
-                config.flink_rest_url = value.map(|u| u.trim_end_matches('/').to_owned());
+                config.flink_rest_url = match value {
+                    Some(url) => {
+                        let url = validate_flink_url(&url)?;
+                        state
+                            .config
+                            .flink_allowed_hosts
+                            .check_url(&url)
+                            .await
+                            .map_err(|e| {
+                                ApiError::bad_request(format!("field `flink-rest-url`: {e}"))
+                            })?;
+                        Some(url)
+                    }
+                    None => None,
+                };
             }
             "savepoint-directory" => config.savepoint_directory = value,
             "cluster-id" if value.as_deref() == Some(cluster.as_str()) => {}
@@ -470,18 +481,10 @@ async fn put_cluster(
     Ok(Json(cluster_json(&stored)))
 }
 
-/// A Flink REST URL: `http://` or `https://` and a host.
-pub fn validate_flink_url(url: &str) -> ApiResult<()> {
-    let ok = reqwest::Url::parse(url)
-        .map(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-        .unwrap_or(false);
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(format!(
-            "field `flink-rest-url` must be an http:// or https:// URL, got {url:?}"
-        )))
-    }
+/// A Flink REST URL, normalised (see [`crate::flink::normalize_flink_url`]); 400 otherwise.
+pub fn validate_flink_url(url: &str) -> ApiResult<String> {
+    crate::flink::normalize_flink_url(url)
+        .map_err(|e| ApiError::bad_request(format!("field `flink-rest-url` {e}")))
 }
 
 async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Value>> {

@@ -71,6 +71,17 @@ struct FakeState {
     http_500: bool,
     /// Wait this long before answering a trigger (after registering it).
     trigger_delay: Duration,
+    /// Answer every request like this instead of like Flink (after recording it).
+    hostile: Option<Hostile>,
+}
+
+/// Answers of something that is not Flink, or a Flink behind something hostile.
+#[derive(Debug, Clone)]
+pub enum Hostile {
+    /// This status with a `Location` header.
+    Redirect(StatusCode, String),
+    /// This status with this body (any text, any content type).
+    Body(StatusCode, &'static str, String),
 }
 
 type Shared = Arc<Mutex<FakeState>>;
@@ -110,6 +121,11 @@ fn flink_error(status: StatusCode, message: &str) -> Response {
 impl FakeFlink {
     /// Starts listening on a free port of 127.0.0.1.
     pub async fn start() -> FakeFlink {
+        Self::start_on("127.0.0.1".parse().unwrap()).await
+    }
+
+    /// Starts listening on a free port of this (loopback) address.
+    pub async fn start_on(ip: std::net::IpAddr) -> FakeFlink {
         let shared = Arc::new(Mutex::new(FakeState {
             seen: Vec::new(),
             ops: HashMap::new(),
@@ -119,8 +135,9 @@ impl FakeFlink {
             forgotten: HashSet::new(),
             http_500: false,
             trigger_delay: Duration::ZERO,
+            hostile: None,
         }));
-        let listener = bind("127.0.0.1:0".parse().unwrap());
+        let listener = bind(SocketAddr::new(ip, 0));
         let addr = listener.local_addr().expect("the fake's address");
         let running = serve(listener, shared.clone());
         FakeFlink {
@@ -165,6 +182,11 @@ impl FakeFlink {
     /// Every request is answered `500` while on.
     pub fn set_http_500(&self, on: bool) {
         lock(&self.shared).http_500 = on;
+    }
+
+    /// Every request is answered like this from now on (None: like Flink again).
+    pub fn set_hostile(&self, hostile: Option<Hostile>) {
+        lock(&self.shared).hostile = hostile;
     }
 
     /// Trigger answers wait this long (the operation is registered first).
@@ -330,15 +352,29 @@ async fn record(
         serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
     };
-    let http_500 = {
+    let (http_500, hostile) = {
         let mut s = lock(&shared);
         s.seen.push(Seen {
             method: parts.method.to_string(),
             path: parts.uri.path().to_owned(),
             body: body_json,
         });
-        s.http_500
+        (s.http_500, s.hostile.clone())
     };
+    match hostile {
+        None => {}
+        Some(Hostile::Redirect(status, location)) => {
+            return (status, [(axum::http::header::LOCATION, location)]).into_response();
+        }
+        Some(Hostile::Body(status, content_type, text)) => {
+            return (
+                status,
+                [(axum::http::header::CONTENT_TYPE, content_type)],
+                text,
+            )
+                .into_response();
+        }
+    }
     if http_500 {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -498,4 +534,81 @@ async fn unknown(uri: Uri) -> Response {
         axum::Json(json!({"errors": [format!("Unable to load requested file {}.", uri.path())]})),
     )
         .into_response()
+}
+
+/// A hostile "Flink" that answers every request with a `200` savepoint status of `size`
+/// bytes (IN_PROGRESS padded with spaces), without a Content-Length (the body ends when
+/// the connection closes), written 1 MiB at a time from one shared buffer: the test process
+/// holds 1 MiB of it, whatever `size` is. Stops when dropped.
+pub struct HugeFlink {
+    addr: SocketAddr,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+impl HugeFlink {
+    pub async fn start(size: usize) -> HugeFlink {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = bind("127.0.0.1:0".parse().unwrap());
+        let addr = listener.local_addr().expect("the fake's address");
+        let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = requests.clone();
+        let task = tokio::spawn(async move {
+            let spaces: Arc<Vec<u8>> = Arc::new(vec![b' '; 1024 * 1024]);
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                let (counter, spaces) = (counter.clone(), spaces.clone());
+                tokio::spawn(async move {
+                    // The request head (the executor sends small requests).
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let start = br#"{"status":{"id":"IN_PROGRESS"},"operation":null"#;
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n";
+                    if conn.write_all(answer).await.is_err() || conn.write_all(start).await.is_err()
+                    {
+                        return;
+                    }
+                    let mut left = size.saturating_sub(start.len() + 1);
+                    while left > 0 {
+                        let n = left.min(spaces.len());
+                        if conn.write_all(&spaces[..n]).await.is_err() {
+                            return;
+                        }
+                        left -= n;
+                    }
+                    let _ = conn.write_all(b"}").await;
+                    let _ = conn.shutdown().await;
+                });
+            }
+        });
+        HugeFlink {
+            addr,
+            requests,
+            task,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Requests whose head was read.
+    pub fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for HugeFlink {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -273,6 +273,15 @@ impl ServeProcess {
     /// Starts `jobstore serve --database-url <url> --listen 127.0.0.1:0 <args>` and waits
     /// until it answers `/readyz`.
     pub async fn start(database_url: &str, args: &[&str]) -> ServeProcess {
+        Self::start_with_env(database_url, args, &[]).await
+    }
+
+    /// [`ServeProcess::start`] with these environment variables set as well.
+    pub async fn start_with_env(
+        database_url: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServeProcess {
         use std::io::BufRead;
         let mut command = Command::new(env!("CARGO_BIN_EXE_jobstore"));
         for (name, _) in std::env::vars() {
@@ -280,6 +289,7 @@ impl ServeProcess {
                 command.env_remove(name);
             }
         }
+        command.envs(env.iter().copied());
         command
             .env("JOBSTORE_LOG", "info")
             .args([
