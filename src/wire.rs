@@ -168,12 +168,15 @@ fn optional(
     }
 }
 
+/// An integer Flink's `long` holds (what Flink writes, and what the SQL views cast to
+/// `bigint`), at least 0.
 fn is_non_negative_integer(v: &Value) -> bool {
-    v.is_u64()
+    v.as_i64().is_some_and(|n| n >= 0)
 }
 
+/// An integer Flink's `long` holds.
 fn is_integer(v: &Value) -> bool {
-    v.is_i64() || v.is_u64()
+    v.is_i64()
 }
 
 fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
@@ -192,7 +195,7 @@ fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
         result,
         "net-runtime",
         is_non_negative_integer,
-        "a non-negative integer (milliseconds)",
+        "a non-negative integer of at most 9223372036854775807 (milliseconds)",
     )?;
     optional(
         result,
@@ -211,13 +214,13 @@ fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
         result,
         "start-time",
         is_integer,
-        "an integer (epoch milliseconds)",
+        "an integer of at most 64 bits (epoch milliseconds)",
     )?;
     optional(
         result,
         "end-time",
         is_integer,
-        "an integer (epoch milliseconds)",
+        "an integer of at most 64 bits (epoch milliseconds)",
     )?;
     Ok(id)
 }
@@ -230,13 +233,13 @@ fn validate_application_result(result: &Map<String, Value>) -> Result<HexId, Str
         result,
         "start-time",
         is_integer,
-        "an integer (epoch milliseconds)",
+        "an integer of at most 64 bits (epoch milliseconds)",
     )?;
     optional(
         result,
         "end-time",
         is_integer,
-        "an integer (epoch milliseconds)",
+        "an integer of at most 64 bits (epoch milliseconds)",
     )?;
     Ok(id)
 }
@@ -284,6 +287,18 @@ mod tests {
             (
                 json!({"result": {"id": id, "net-runtime": 1.5}}),
                 "net-runtime",
+            ),
+            (
+                json!({"result": {"id": id, "net-runtime": i64::MAX as u64 + 1}}),
+                "net-runtime",
+            ),
+            (
+                json!({"result": {"id": id, "net-runtime": u64::MAX}}),
+                "net-runtime",
+            ),
+            (
+                json!({"result": {"id": id, "start-time": u64::MAX}}),
+                "start-time",
             ),
             (
                 json!({"result": {"id": id, "accumulator-results": {"a": 1}}}),

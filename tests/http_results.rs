@@ -1285,3 +1285,103 @@ backend_tests!(health_readiness_and_unknown_routes, |ts| async move {
         .await;
     r.error(StatusCode::METHOD_NOT_ALLOWED);
 });
+
+/// The names of the documented SQL views.
+const VIEWS: [&str; 4] = [
+    "dirty_results",
+    "dirty_results_per_cluster",
+    "job_results_readable",
+    "savepoint_history",
+];
+
+/// `SELECT * FROM view` on each view, straight on the database: the rows of each, or the
+/// first error.
+async fn select_every_view(ts: &TestStore) -> Vec<(&'static str, Result<usize, String>)> {
+    use sqlx::Connection;
+    let mut out = Vec::new();
+    for view in VIEWS {
+        let q = format!("SELECT * FROM {view}");
+        let rows = match ts.backend {
+            common::Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(q))
+                    .fetch_all(&mut c)
+                    .await
+                    .map(|r| r.len())
+            }
+            common::Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(q))
+                    .fetch_all(&mut c)
+                    .await
+                    .map(|r| r.len())
+            }
+        };
+        out.push((view, rows.map_err(|e| e.to_string())));
+    }
+    out
+}
+
+/// A job result body with `"<field>": <raw>` (the number's exact text) in its result.
+fn job_body_with(id: &str, field: &str, raw: &str) -> String {
+    format!(
+        r#"{{"result": {{"id": "{id}", "name": "n", "application-status": "SUCCEEDED", "accumulator-results": {{}}, "{field}": {raw}}}, "version": 1}}"#
+    )
+}
+
+// Every value the views cast (`net-runtime`, a `bigint` on PostgreSQL) is refused unless
+// the cast holds, and the epoch times unless a Java long holds them: the views answer for
+// every row that was accepted.
+backend_tests!(
+    numbers_the_views_cannot_cast_are_refused_and_every_view_answers,
+    |ts| async move {
+        let api = ts.api(HttpConfig::default());
+        let base = Kind::Job.base("views");
+        let hostile = [
+            ("net-runtime", "9223372036854775808"),
+            ("net-runtime", "18446744073709551615"),
+            ("net-runtime", "18446744073709551616"),
+            ("net-runtime", "1000000000000000000000000000000"),
+            ("net-runtime", "1.0"),
+            ("net-runtime", "1e3"),
+            ("net-runtime", "-1"),
+            ("start-time", "18446744073709551615"),
+            ("start-time", "-9223372036854775809"),
+            ("end-time", "9223372036854775808"),
+        ];
+        for (field, raw) in hostile {
+            let r = api
+                .request(
+                    Method::POST,
+                    &base,
+                    Some("application/json"),
+                    job_body_with(&random_hex(), field, raw),
+                )
+                .await;
+            r.error_naming(StatusCode::BAD_REQUEST, &[field]);
+        }
+        let kept = [
+            ("net-runtime", "0"),
+            ("net-runtime", "9223372036854775807"),
+            ("start-time", "-9223372036854775808"),
+            ("end-time", "9223372036854775807"),
+        ];
+        for (field, raw) in kept {
+            let r = api
+                .request(
+                    Method::POST,
+                    &base,
+                    Some("application/json"),
+                    job_body_with(&random_hex(), field, raw),
+                )
+                .await;
+            r.expect(StatusCode::CREATED);
+        }
+        for (view, rows) in select_every_view(&ts).await {
+            let rows = rows.unwrap_or_else(|e| panic!("SELECT * FROM {view} failed: {e}"));
+            if view != "savepoint_history" {
+                assert!(rows >= 1, "{view}: {rows} rows");
+            }
+        }
+    }
+);
