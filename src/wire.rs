@@ -110,7 +110,53 @@ pub fn parse_envelope(kind: ResultKind, body: Value) -> Result<(HexId, Value), S
     };
     let result = Value::Object(result);
     reject_nul(&result, "result")?;
+    reject_long_numbers(&result, "result")?;
     Ok((id, result))
+}
+
+/// The most characters a number may have once written out without an exponent (as
+/// PostgreSQL's jsonb prints it): every f64 fits (`5e-324` is 326 characters).
+pub const MAX_WRITTEN_OUT_NUMBER: u64 = 400;
+
+/// Refuses a number whose exponent would make it longer than [`MAX_WRITTEN_OUT_NUMBER`]
+/// characters written out, naming where it is: numbers are kept exactly (serde_json's
+/// `arbitrary_precision`), and PostgreSQL writes `1e100000` out in full, 100,000 digits
+/// for 8 bytes sent. A number without an exponent is kept as sent whatever its length.
+pub fn reject_long_numbers(value: &Value, path: &str) -> Result<(), String> {
+    match value {
+        Value::Number(n) if written_out_len(&n.to_string()) > MAX_WRITTEN_OUT_NUMBER => {
+            Err(format!(
+                "field `{path}` holds a number longer than {MAX_WRITTEN_OUT_NUMBER} digits written out, which cannot be kept exactly"
+            ))
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| reject_long_numbers(v, &format!("{path}[{i}]"))),
+        Value::Object(m) => m
+            .iter()
+            .try_for_each(|(k, v)| reject_long_numbers(v, &format!("{path}.{k}"))),
+        _ => Ok(()),
+    }
+}
+
+/// About how many characters a JSON number's text has written out without an exponent.
+fn written_out_len(text: &str) -> u64 {
+    let Some((mantissa, exponent)) = text.split_once(['e', 'E']) else {
+        return text.len() as u64;
+    };
+    let Ok(exponent) = exponent.parse::<i64>() else {
+        return u64::MAX;
+    };
+    let mantissa = mantissa.trim_start_matches('-');
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let int_digits = int.len() as i64 + exponent;
+    let frac_digits = frac.len() as i64 - exponent;
+    let len = int_digits
+        .max(1)
+        .saturating_add(frac_digits.max(0))
+        .saturating_add(2);
+    u64::try_from(len).unwrap_or(u64::MAX)
 }
 
 /// Refuses a NUL character (`\u0000`) anywhere in a JSON value, keys included, naming
@@ -168,12 +214,15 @@ fn optional(
     }
 }
 
+/// An integer Flink's `long` holds (what Flink writes, and what the SQL views cast to
+/// `bigint`), at least 0.
 fn is_non_negative_integer(v: &Value) -> bool {
-    v.is_u64()
+    v.as_i64().is_some_and(|n| n >= 0)
 }
 
+/// An integer Flink's `long` holds.
 fn is_integer(v: &Value) -> bool {
-    v.is_i64() || v.is_u64()
+    v.is_i64()
 }
 
 fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
@@ -192,7 +241,7 @@ fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
         result,
         "net-runtime",
         is_non_negative_integer,
-        "a non-negative integer (milliseconds)",
+        "a non-negative integer of at most 9223372036854775807 (milliseconds)",
     )?;
     optional(
         result,
@@ -211,13 +260,13 @@ fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
         result,
         "start-time",
         is_integer,
-        "an integer (epoch milliseconds)",
+        "an integer of at most 64 bits (epoch milliseconds)",
     )?;
     optional(
         result,
         "end-time",
         is_integer,
-        "an integer (epoch milliseconds)",
+        "an integer of at most 64 bits (epoch milliseconds)",
     )?;
     Ok(id)
 }
@@ -230,13 +279,13 @@ fn validate_application_result(result: &Map<String, Value>) -> Result<HexId, Str
         result,
         "start-time",
         is_integer,
-        "an integer (epoch milliseconds)",
+        "an integer of at most 64 bits (epoch milliseconds)",
     )?;
     optional(
         result,
         "end-time",
         is_integer,
-        "an integer (epoch milliseconds)",
+        "an integer of at most 64 bits (epoch milliseconds)",
     )?;
     Ok(id)
 }
@@ -262,6 +311,24 @@ mod tests {
     }
 
     #[test]
+    fn numbers_too_long_written_out_are_refused() {
+        assert_eq!(written_out_len("12345"), 5);
+        assert!(written_out_len("1e3") < 10);
+        assert!(written_out_len("5e-324") <= MAX_WRITTEN_OUT_NUMBER);
+        assert!(written_out_len("-1.7976931348623157e308") <= MAX_WRITTEN_OUT_NUMBER);
+        assert!(written_out_len("1e401") > MAX_WRITTEN_OUT_NUMBER);
+        assert!(written_out_len("1e-401") > MAX_WRITTEN_OUT_NUMBER);
+        assert_eq!(written_out_len("1e99999999999999999999"), u64::MAX);
+        let id = "0".repeat(32);
+        let body: Value = serde_json::from_str(&format!(
+            r#"{{"result": {{"id": "{id}", "x": [1, {{"y": 1e100000}}]}}}}"#
+        ))
+        .unwrap();
+        let err = parse_envelope(ResultKind::Job, body).unwrap_err();
+        assert!(err.contains("result.x[1].y"), "{err}");
+    }
+
+    #[test]
     fn names_the_bad_field() {
         let id = "0".repeat(32);
         let cases = [
@@ -284,6 +351,18 @@ mod tests {
             (
                 json!({"result": {"id": id, "net-runtime": 1.5}}),
                 "net-runtime",
+            ),
+            (
+                json!({"result": {"id": id, "net-runtime": i64::MAX as u64 + 1}}),
+                "net-runtime",
+            ),
+            (
+                json!({"result": {"id": id, "net-runtime": u64::MAX}}),
+                "net-runtime",
+            ),
+            (
+                json!({"result": {"id": id, "start-time": u64::MAX}}),
+                "start-time",
             ),
             (
                 json!({"result": {"id": id, "accumulator-results": {"a": 1}}}),

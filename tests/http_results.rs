@@ -13,7 +13,7 @@ use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 
 use common::contract::{Failure, FlinkResultStore};
-use common::{Api, KINDS, Kind, Resp, TestStore, flink_files, random_hex};
+use common::{Api, KINDS, Kind, Resp, TestStore, flink_files, random_hex, same_json};
 
 /// An entry as the contract shapes it, checked field by field; returns it.
 #[track_caller]
@@ -351,14 +351,19 @@ backend_tests!(unknown_fields_survive_the_round_trip, |ts| async move {
             .await;
         r.expect(StatusCode::CREATED);
         // The entry's id is lowercase; the result is returned exactly as sent.
+        // (`same_json`: PostgreSQL writes the exponent of 1e-7 out.)
         check_entry(&r.json(), kind, cluster, &id, "dirty");
-        assert_eq!(r.json()["result"], result);
+        assert!(same_json(&r.json()["result"], &result), "{}", r.text());
         let read = api.get(&kind.entry(cluster, &id)).await;
         read.expect(StatusCode::OK);
-        assert_eq!(read.json()["result"], result);
+        assert!(
+            same_json(&read.json()["result"], &result),
+            "{}",
+            read.text()
+        );
         let listed = list_pages(&api, kind, cluster, "state=dirty").await;
         assert_eq!(listed.len(), 1);
-        assert_eq!(listed[0]["result"], result);
+        assert!(same_json(&listed[0]["result"], &result), "{}", listed[0]);
         // The same id in lower case is the same entry.
         let r = api.post_json(&kind.base(cluster), &kind.body(&id)).await;
         r.error_naming(StatusCode::CONFLICT, &["already contains", &id]);
@@ -1285,3 +1290,185 @@ backend_tests!(health_readiness_and_unknown_routes, |ts| async move {
         .await;
     r.error(StatusCode::METHOD_NOT_ALLOWED);
 });
+
+/// The names of the documented SQL views.
+const VIEWS: [&str; 4] = [
+    "dirty_results",
+    "dirty_results_per_cluster",
+    "job_results_readable",
+    "savepoint_history",
+];
+
+/// `SELECT * FROM view` on each view, straight on the database: the rows of each, or the
+/// first error.
+async fn select_every_view(ts: &TestStore) -> Vec<(&'static str, Result<usize, String>)> {
+    use sqlx::Connection;
+    let mut out = Vec::new();
+    for view in VIEWS {
+        let q = format!("SELECT * FROM {view}");
+        let rows = match ts.backend {
+            common::Backend::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(q))
+                    .fetch_all(&mut c)
+                    .await
+                    .map(|r| r.len())
+            }
+            common::Backend::Sqlite => {
+                let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(q))
+                    .fetch_all(&mut c)
+                    .await
+                    .map(|r| r.len())
+            }
+        };
+        out.push((view, rows.map_err(|e| e.to_string())));
+    }
+    out
+}
+
+/// A job result body with `"<field>": <raw>` (the number's exact text) in its result.
+fn job_body_with(id: &str, field: &str, raw: &str) -> String {
+    format!(
+        r#"{{"result": {{"id": "{id}", "name": "n", "application-status": "SUCCEEDED", "accumulator-results": {{}}, "{field}": {raw}}}, "version": 1}}"#
+    )
+}
+
+// Every value the views cast (`net-runtime`, a `bigint` on PostgreSQL) is refused unless
+// the cast holds, and the epoch times unless a Java long holds them: the views answer for
+// every row that was accepted.
+backend_tests!(
+    numbers_the_views_cannot_cast_are_refused_and_every_view_answers,
+    |ts| async move {
+        let api = ts.api(HttpConfig::default());
+        let base = Kind::Job.base("views");
+        let hostile = [
+            ("net-runtime", "9223372036854775808"),
+            ("net-runtime", "18446744073709551615"),
+            ("net-runtime", "18446744073709551616"),
+            ("net-runtime", "1000000000000000000000000000000"),
+            ("net-runtime", "1.0"),
+            ("net-runtime", "1e3"),
+            ("net-runtime", "-1"),
+            ("start-time", "18446744073709551615"),
+            ("start-time", "-9223372036854775809"),
+            ("end-time", "9223372036854775808"),
+        ];
+        for (field, raw) in hostile {
+            let r = api
+                .request(
+                    Method::POST,
+                    &base,
+                    Some("application/json"),
+                    job_body_with(&random_hex(), field, raw),
+                )
+                .await;
+            r.error_naming(StatusCode::BAD_REQUEST, &[field]);
+        }
+        let kept = [
+            ("net-runtime", "0"),
+            ("net-runtime", "9223372036854775807"),
+            ("start-time", "-9223372036854775808"),
+            ("end-time", "9223372036854775807"),
+        ];
+        for (field, raw) in kept {
+            let r = api
+                .request(
+                    Method::POST,
+                    &base,
+                    Some("application/json"),
+                    job_body_with(&random_hex(), field, raw),
+                )
+                .await;
+            r.expect(StatusCode::CREATED);
+        }
+        for (view, rows) in select_every_view(&ts).await {
+            let rows = rows.unwrap_or_else(|e| panic!("SELECT * FROM {view} failed: {e}"));
+            if view != "savepoint_history" {
+                assert!(rows >= 1, "{view}: {rows} rows");
+            }
+        }
+    }
+);
+
+// Numbers come back with the exact text they were sent with, on both backends: integers
+// past u64 and i64, 30 digits, decimals longer than f64 keeps, trailing zeros. A number
+// too long written out is refused, naming where it is.
+backend_tests!(
+    big_integers_and_long_decimals_come_back_exactly,
+    |ts| async move {
+        let api = ts.api(HttpConfig::default());
+        let numbers = [
+            ("counter", "18446744073709551617"),
+            ("u64-max-plus-one", "18446744073709551616"),
+            ("thirty-digits", "123456789012345678901234567890"),
+            ("negative-thirty", "-123456789012345678901234567890"),
+            ("i64-min-minus-one", "-9223372036854775809"),
+            (
+                "long-decimal",
+                "0.1000000000000000055511151231257827021181583404541015625",
+            ),
+            ("pi", "3.14159265358979323846264338327950288419716939937510"),
+            ("trailing-zeros", "1.50"),
+            ("big-decimal", "-98765432109876543210.012345678901234567890"),
+        ];
+        let fields: Vec<String> = numbers
+            .iter()
+            .map(|(k, v)| format!(r#""{k}": {v}"#))
+            .collect();
+        for kind in KINDS {
+            let id = random_hex();
+            let mut result = kind.result(&id).to_string();
+            result.truncate(result.len() - 1);
+            let body = format!(
+                r#"{{"result": {result}, "nested": {{"a": [{}]}}, {}}}, "version": 1}}"#,
+                numbers[2].1,
+                fields.join(", ")
+            );
+            let cluster = "numbers";
+            let r = api
+                .request(
+                    Method::POST,
+                    &kind.base(cluster),
+                    Some("application/json"),
+                    body,
+                )
+                .await;
+            r.expect(StatusCode::CREATED);
+            let read = api.get(&kind.entry(cluster, &id)).await;
+            read.expect(StatusCode::OK);
+            let listed = api.get(&kind.base(cluster)).await;
+            listed.expect(StatusCode::OK);
+            for answer in [&r, &read, &listed] {
+                let text = answer.text();
+                for (k, v) in numbers {
+                    assert!(
+                        text.contains(&format!(r#""{k}":{v}"#)),
+                        "{kind:?} {}: {k} is not {v}: {text}",
+                        answer.request
+                    );
+                }
+                assert!(text.contains(&format!(r#"[{}]"#, numbers[2].1)), "{text}");
+            }
+        }
+        // Too long written out: refused on both backends, nothing stored.
+        for raw in ["1e100000", "-1.5e-401", "1e99999999999999999999"] {
+            let id = random_hex();
+            let mut result = Kind::Job.result(&id).to_string();
+            result.truncate(result.len() - 1);
+            let body = format!(r#"{{"result": {result}, "huge": {raw}}}}}"#);
+            let r = api
+                .request(
+                    Method::POST,
+                    &Kind::Job.base("numbers"),
+                    Some("application/json"),
+                    body,
+                )
+                .await;
+            r.error_naming(StatusCode::BAD_REQUEST, &["result.huge"]);
+            api.get(&Kind::Job.entry("numbers", &id))
+                .await
+                .expect(StatusCode::NOT_FOUND);
+        }
+    }
+);

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, State};
-use axum::http::{Method, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use prometheus::{Encoder, TextEncoder};
 use tracing::Instrument;
@@ -21,7 +21,11 @@ pub async fn observe(
     method: Method,
     inner: impl Future<Output = Response>,
 ) -> Response {
+    // Every label comes from a fixed set, whatever the client sends (the method is the
+    // client's, before any token check): a route template of the router or `unmatched`,
+    // a known method or `other`, a status this service answers or its class.
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let method_label = method_label(&method);
     let quiet = matches!(route, "/healthz" | "/readyz" | "/metrics");
     let span = tracing::info_span!("request", method = %method, route = %route);
     let start = Instant::now();
@@ -30,11 +34,11 @@ pub async fn observe(
     let status = res.status();
     metrics
         .requests
-        .with_label_values(&[route, method.as_str(), status.as_str()])
+        .with_label_values(&[route, method_label, status_label(status)])
         .inc();
     metrics
         .latency
-        .with_label_values(&[route, method.as_str()])
+        .with_label_values(&[route, method_label])
         .observe(elapsed.as_secs_f64());
     let _enter = span.enter();
     let ms = elapsed.as_secs_f64() * 1000.0;
@@ -46,6 +50,36 @@ pub async fn observe(
         tracing::info!(status = status.as_u16(), ms, "request");
     }
     res
+}
+
+/// The `method` label: one of the standard methods, else `other`.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
+}
+
+/// The statuses this service answers; any other is labelled by its class.
+const STATUSES: [&str; 15] = [
+    "200", "201", "202", "204", "400", "401", "403", "404", "405", "408", "409", "413", "415",
+    "500", "503",
+];
+
+/// The `status` label: a status this service answers, else the status's class (`2xx`..).
+fn status_label(status: StatusCode) -> &'static str {
+    if let Some(known) = STATUSES.iter().find(|s| **s == status.as_str()) {
+        return known;
+    }
+    ["1xx", "2xx", "3xx", "4xx", "5xx"][usize::from(status.as_u16() / 100).clamp(1, 5) - 1]
 }
 
 /// `GET /metrics`.
@@ -92,4 +126,19 @@ pub async fn render(State(state): State<AppState>) -> Response {
         out,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_come_from_fixed_sets() {
+        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(method_label(&Method::from_bytes(b"BREW").unwrap()), "other");
+        assert_eq!(status_label(StatusCode::CREATED), "201");
+        assert_eq!(status_label(StatusCode::IM_A_TEAPOT), "4xx");
+        assert_eq!(status_label(StatusCode::from_u16(999).unwrap()), "5xx");
+        assert_eq!(status_label(StatusCode::CONTINUE), "1xx");
+    }
 }

@@ -448,11 +448,11 @@ fn schemas() -> Value {
                 "name": {"type": "string"},
                 "application-status": {"type": "string", "enum": APPLICATION_STATUSES},
                 "accumulator-results": {"type": "object", "additionalProperties": {"type": "string"}},
-                "net-runtime": {"type": "integer", "minimum": 0},
+                "net-runtime": {"type": "integer", "format": "int64", "minimum": 0, "maximum": i64::MAX},
                 "failure-cause": failure_cause,
                 "application-id": schema_ref("HexId"),
-                "start-time": {"type": "integer"},
-                "end-time": {"type": "integer"}
+                "start-time": {"type": "integer", "format": "int64"},
+                "end-time": {"type": "integer", "format": "int64"}
             }
         },
         "ApplicationResult": {
@@ -464,8 +464,8 @@ fn schemas() -> Value {
                 "application-id": schema_ref("HexId"),
                 "application-state": {"type": "string"},
                 "application-name": {"type": "string"},
-                "start-time": {"type": "integer"},
-                "end-time": {"type": "integer"}
+                "start-time": {"type": "integer", "format": "int64"},
+                "end-time": {"type": "integer", "format": "int64"}
             }
         },
         "JobResultFile": file("JobResult"),

@@ -20,7 +20,7 @@ use crate::store::{
     ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
     OperationKind, OperationStatus, Outcome, StoreError,
 };
-use crate::wire::reject_nul;
+use crate::wire::{reject_long_numbers, reject_nul};
 
 pub fn router() -> Router<AppState> {
     let mut r = Router::new();
@@ -283,6 +283,7 @@ async fn complete(
     };
     for (field, value) in &body {
         reject_nul(value, field).map_err(ApiError::bad_request)?;
+        reject_long_numbers(value, field).map_err(ApiError::bad_request)?;
     }
     let outcome = match (body.remove("location"), body.remove("failure-cause")) {
         (Some(Value::String(l)), None) if !l.is_empty() => Outcome::Location(l),

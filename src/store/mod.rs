@@ -389,10 +389,11 @@ pub async fn open(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
     }
 }
 
-/// Whether a JSON value holds a floating-point number anywhere. Only such numbers can come
-/// back from a database in a form serde_json refuses (PostgreSQL's jsonb prints
-/// 1.7976931348623157e308 with all its 309 digits); integers (i64/u64, all serde_json
-/// produces besides f64), strings, booleans and nulls come back exactly as sent.
+/// Whether a JSON value holds a number with a fraction or an exponent that f64 holds. Since
+/// serde_json keeps every number as its text (`arbitrary_precision`), no number comes back
+/// in a form serde_json refuses (before, PostgreSQL's jsonb printing 1.7976931348623157e308
+/// with all its 309 digits did); the read-back of such results stays as a net. Integers of
+/// any size, strings, booleans and nulls come back exactly as sent.
 pub(crate) fn has_float(v: &Value) -> bool {
     match v {
         Value::Number(n) => n.is_f64(),

@@ -785,3 +785,26 @@ macro_rules! contract_cases {
         $crate::contract_case!($adapter, dirty_results_skip_clean_entries);
     };
 }
+
+/// Whether two JSON values are equal, numbers by their text except that a number written
+/// with an exponent equals the same value written out (PostgreSQL's jsonb prints `1e-7` as
+/// `0.0000001`; every number without an exponent comes back with its exact text).
+pub fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.to_string(), y.to_string());
+            x == y
+                || ((x.contains(['e', 'E']) || y.contains(['e', 'E']))
+                    && x.parse::<f64>().ok() == y.parse::<f64>().ok())
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
