@@ -78,6 +78,8 @@ def check(name, fn, *args):
     """Runs fn(*args); ok with its returned detail, not ok with the exception. Returns the detail."""
     try:
         detail = fn(*args)
+        if detail is False:
+            raise Fail("condition is false")
     except Exception as e:  # noqa: BLE001 - every failure is a "not ok" line
         not_ok(f"{name}: {e}")
         return None
@@ -246,6 +248,7 @@ def start_zookeeper():
     proc = Proc("zookeeper", ["java", "-Xmx256m", "-cp", ":".join(zk_classpath()),
                               "org.apache.zookeeper.server.ZooKeeperServerMain", os.path.join(d, "zoo.cfg")])
     wait_for("ZooKeeper answers ruok", lambda: zk_ruok(port), 60)
+    wait_for("ZooKeeper serves requests", lambda: zk_version(port)[:1].isdigit(), 60)
     return proc, port
 
 
@@ -364,6 +367,7 @@ class FlinkProcess:
                 f.write(f"{k}: {v}\n")
 
     def start(self):
+        self.cluster.jar_ids.pop(self.rest, None)  # a new JobManager process has no uploaded jars
         self.starts += 1
         self.log_dir = os.path.join(self.dir, f"log-{self.starts}")
         os.makedirs(self.log_dir)
@@ -404,6 +408,7 @@ class Cluster:
         os.makedirs(self.dir)
         self.conf = conf
         self.extra_jars = extra_jars
+        self.jar_ids = {}
         self.jms = [FlinkProcess(self, "jobmanager", f"jm{i}", {}) for i in (1, 2)]
         self.tm = FlinkProcess(self, "taskmanager", "tm", {})
         self.jar_ids = {}
@@ -518,6 +523,10 @@ def sql_state(cluster_id, job, state, status):
     if row != f"{state}|{status}":
         raise Fail(f"SQL row is {row!r}, wanted {state}|{status}")
     return f"SQL: {row}"
+
+
+def ids_sql(ids):
+    return ",".join(f"'{i}'" for i in ids) or "''"
 
 
 def in_use_replica(jm):
@@ -644,6 +653,21 @@ def main():
         "a checkpoint after the restore", lambda: [c for c in completed_checkpoints(ckdir, job) if c > latest], 60)[0])
         + f" > {latest}")
 
+    def flink_list():
+        # The CLI with the killed JobManager's config.yaml (its rest.port is dead now): only the
+        # client HA services (through ZooKeeper) can lead it to the new leader.
+        logs = os.path.join(SCRATCH, "cli-log")
+        os.makedirs(logs, exist_ok=True)
+        env = dict(os.environ, FLINK_CONF_DIR=os.path.join(old.dir, "conf"), FLINK_LIB_DIR=os.path.join(old.dir, "lib"),
+                   FLINK_LOG_DIR=logs)
+        r = subprocess.run([os.path.join(FLINK_HOME, "bin", "flink"), "list", "-r"], capture_output=True, text=True,
+                           env=env, timeout=180)
+        line = [l for l in r.stdout.splitlines() if job in l]
+        if r.returncode != 0 or not line or "RUNNING" not in line[0]:
+            raise Fail(f"exit {r.returncode}: {(r.stdout + r.stderr)[-400:]}")
+        return f"rest.port {old.rest_port} is dead, the CLI found {new.name}: '{line[0].strip()}'"
+    check("(1) flink list -r (the mode's client HA services) finds the new leader and the running job", flink_list)
+
     old.start()
 
     def restarted_standby():
@@ -717,23 +741,30 @@ def main():
 
     check("(3a) SIGKILL of replica 1 (in use, behind the proxy) while 3 jobs terminate",
           batch, "a", r1, p1.url)
-    check("(3a) every result lands (clean in jobstore, through replica 2)", lambda: wait_for(
-        "all clean", lambda: all((entry(r2.url, cid, j) or {}).get("state") == "clean" for j in jobs3), 120)
-        and f"{len(jobs3)} entries clean")
+    def all_clean(js, n):
+        if len(jobs3) != n:
+            raise Fail(f"{len(jobs3)} jobs submitted, expected {n}")
+        wait_for("all clean", lambda: all((entry(js.url, cid, j) or {}).get("state") == "clean" for j in jobs3), 120)
+        return f"{n} entries clean: " + " ".join(j[:8] for j in jobs3)
+    check("(3a) every result lands (clean in jobstore, through replica 2)", all_clean, r2, 3)
     check("(3a) the plugin switched to replica 2", lambda: (in_use_replica(lead) == r2.url
                                                           or (_ for _ in ()).throw(Fail(str(in_use_replica(lead))))) and r2.url)
     require("(3b) replica 1 restarted", r1.start)
     check("(3b) SIGKILL of replica 2 (in use, direct: connection refused) while 3 jobs terminate",
           batch, "b", r2, r2.url)
-    check("(3b) every result lands (clean in jobstore, through replica 1)", lambda: wait_for(
-        "all clean", lambda: all((entry(r1.url, cid, j) or {}).get("state") == "clean" for j in jobs3), 120)
-        and f"{len(jobs3)} entries clean")
+    check("(3b) every result lands (clean in jobstore, through replica 1)", all_clean, r1, 6)
+    def switched_back():
+        lines = [l for l in lead.log_text().splitlines() if f"jobstore replica {r2.url} failed" in l]
+        if in_use_replica(lead) != p1.url or not lines:
+            raise Fail(f"in use: {in_use_replica(lead)}; failures of replica 2 logged: {len(lines)}")
+        return "logged: " + lines[0].split(" - ", 1)[-1][:160]
+    check("(3b) the plugin switched back to replica 1", switched_back)
     check("(3) every result landed, in SQL", lambda: (lambda rows: rows == len(jobs3) and f"{rows} clean rows with the results"
                                                       or (_ for _ in ()).throw(Fail(f"{rows} rows")))(
         int(sql(f"SELECT count(*) FROM job_results WHERE cluster_id = '{cid}' AND state = 'clean' "
-                f"AND result->>'application-status' = 'SUCCEEDED' AND job_id IN ({','.join(repr(j) for j in jobs3)})"))))
-    check("(3) every job FINISHED in Flink", lambda: all(job_state(lead, j)[0] == "FINISHED" for j in jobs3)
-          and f"{len(jobs3)} FINISHED")
+                f"AND result->>'application-status' = 'SUCCEEDED' AND job_id IN ({ids_sql(jobs3)})"))))
+    check("(3) every job FINISHED in Flink", lambda: len(jobs3) == 6 and all(
+        job_state(lead, j)[0] == "FINISHED" for j in jobs3) and f"{len(jobs3)} FINISHED")
 
     def no_failover():
         if not lead.proc.alive() or lead.proc.pid != lead_pid:
