@@ -551,6 +551,8 @@ def no_fatal(jm):
 
 def main():
     global FLINK_HOME, JOBSTORE_BIN, PLUGIN_JAR, PROBE_JAR, TEST_CP, DB
+    for k, v in (("PGHOST", "127.0.0.1"), ("PGPORT", "5432"), ("PGUSER", "postgres")):
+        os.environ.setdefault(k, v)  # psql and the database URL below
     figures = {}
     log(f"scratch folder {SCRATCH}")
     FLINK_HOME = os.environ.get("FLINK_HOME") or run([os.path.join(REPO, "scripts/flink/install.sh")])
@@ -576,7 +578,7 @@ def main():
     run(["psql", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-qc", f"CREATE DATABASE {DB}"])
     CLEANUPS.append(lambda: subprocess.run(["psql", "-d", "postgres", "-qc", f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)"],
                                            capture_output=True))
-    pg = f"postgres://{os.environ.get('PGUSER', 'postgres')}@{os.environ.get('PGHOST', '127.0.0.1')}:{os.environ.get('PGPORT', '5432')}/{DB}"
+    pg = f"postgres://{os.environ['PGUSER']}@{os.environ['PGHOST']}:{os.environ['PGPORT']}/{DB}"
     r1, r2 = Jobstore("jobstore-1", pg), Jobstore("jobstore-2", pg)
     require("jobstore replica 1 on PostgreSQL database " + DB, r1.start)
     require("jobstore replica 2 on the same database", r2.start)
