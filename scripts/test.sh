@@ -38,3 +38,4 @@ bash scripts/test-savepoints-real-flink.sh
 
 step "the Flink HA plugin on a real Flink 2.3.0"
 bash flink-ha-plugin/test.sh
+python3 flink-ha-plugin/test/zookeeper_suite.py

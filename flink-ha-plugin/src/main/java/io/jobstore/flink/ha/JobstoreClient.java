@@ -23,8 +23,10 @@ import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.NoSuchElementException;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Pattern;
 
 /**
@@ -45,6 +47,13 @@ import java.util.regex.Pattern;
  * case the entry is read back; when it is dirty and its result equals the one being created, the
  * create counts as done. Otherwise (the first attempt answered 409, or the stored entry is clean
  * or differs) the 409 is an {@link IllegalStateException}, as Flink's contract asks.
+ *
+ * <p>The base URL may be a comma-separated list of jobstore replicas that share one database. The
+ * client uses one replica at a time (the first at start) and moves on to the next one, for the
+ * next attempt and for all later calls, when an attempt fails with a network error, a timeout or
+ * a 5xx answer. The number of attempts per call stays {@code 1 + retries}; the pause before an
+ * attempt is skipped when it goes to a replica not yet tried during this call. Each change of the
+ * replica in use is logged.
  */
 final class JobstoreClient {
 
@@ -77,7 +86,12 @@ final class JobstoreClient {
     }
 
     private final HttpClient http;
-    private final String baseUrl;
+    /** The replicas, in the configured order. */
+    private final List<String> baseUrls;
+    /** Index of the replica in use. */
+    private final AtomicInteger current = new AtomicInteger();
+    /** Index of the replica last logged as in use (-1: none yet). */
+    private final AtomicInteger announced = new AtomicInteger(-1);
     private final String clusterId;
     private final String authorization;
     private final Duration timeout;
@@ -95,7 +109,16 @@ final class JobstoreClient {
             Duration backoff,
             Duration maxBackoff,
             int pageSize) {
-        this.baseUrl = baseUrl.replaceAll("/+$", "");
+        List<String> urls = new ArrayList<>();
+        for (String u : baseUrl.split(",")) {
+            if (!u.trim().isEmpty()) {
+                urls.add(u.trim().replaceAll("/+$", ""));
+            }
+        }
+        if (urls.isEmpty()) {
+            throw new IllegalArgumentException("no jobstore URL in '" + baseUrl + "'");
+        }
+        this.baseUrls = Collections.unmodifiableList(urls);
         this.clusterId = clusterId;
         this.authorization = token == null || token.isEmpty() ? null : "Bearer " + token;
         this.timeout = timeout;
@@ -120,26 +143,24 @@ final class JobstoreClient {
                             + JobstoreOptions.URL.key()
                             + "' (e.g. http://127.0.0.1:8090) in Flink's configuration.");
         }
-        url = url.trim();
-        URI uri;
-        try {
-            uri = URI.create(url);
-        } catch (IllegalArgumentException e) {
-            throw new IllegalConfigurationException(
-                    "'" + JobstoreOptions.URL.key() + "' is not a URL: " + url, e);
+        List<String> replicas = new ArrayList<>();
+        for (String part : url.split(",", -1)) {
+            String one = part.trim();
+            if (one.isEmpty()) {
+                throw new IllegalConfigurationException(
+                        "'"
+                                + JobstoreOptions.URL.key()
+                                + "' has an empty entry in its comma-separated list: "
+                                + url);
+            }
+            validateUrl(one);
+            if (replicas.contains(one.replaceAll("/+$", ""))) {
+                throw new IllegalConfigurationException(
+                        "'" + JobstoreOptions.URL.key() + "' lists " + one + " twice");
+            }
+            replicas.add(one.replaceAll("/+$", ""));
         }
-        if (!"http".equalsIgnoreCase(uri.getScheme()) && !"https".equalsIgnoreCase(uri.getScheme())
-                || uri.getHost() == null) {
-            throw new IllegalConfigurationException(
-                    "'"
-                            + JobstoreOptions.URL.key()
-                            + "' must be an http:// or https:// URL with a host, got: "
-                            + url);
-        }
-        if (uri.getQuery() != null || uri.getFragment() != null) {
-            throw new IllegalConfigurationException(
-                    "'" + JobstoreOptions.URL.key() + "' must not have a query or fragment: " + url);
-        }
+        url = String.join(",", replicas);
 
         String token = config.get(JobstoreOptions.TOKEN);
         if ((token == null || token.trim().isEmpty()) && config.get(JobstoreOptions.TOKEN_FILE) != null) {
@@ -182,6 +203,28 @@ final class JobstoreClient {
                 url, clusterId(config), token, timeout, retries, backoff, maxBackoff, pageSize);
     }
 
+    private static void validateUrl(String url) {
+        URI uri;
+        try {
+            uri = URI.create(url);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalConfigurationException(
+                    "'" + JobstoreOptions.URL.key() + "' is not a URL: " + url, e);
+        }
+        if (!"http".equalsIgnoreCase(uri.getScheme()) && !"https".equalsIgnoreCase(uri.getScheme())
+                || uri.getHost() == null) {
+            throw new IllegalConfigurationException(
+                    "'"
+                            + JobstoreOptions.URL.key()
+                            + "' must be an http:// or https:// URL with a host, got: "
+                            + url);
+        }
+        if (uri.getQuery() != null || uri.getFragment() != null) {
+            throw new IllegalConfigurationException(
+                    "'" + JobstoreOptions.URL.key() + "' must not have a query or fragment: " + url);
+        }
+    }
+
     /**
      * The cluster id of the entries: Flink's {@code high-availability.cluster-id} without leading
      * slashes (Flink's default is "/default", a ZooKeeper-style path, which becomes "default").
@@ -205,8 +248,18 @@ final class JobstoreClient {
         return clusterId;
     }
 
+    /** The configured replica URL(s), comma-separated. */
     String baseUrl() {
-        return baseUrl;
+        return String.join(",", baseUrls);
+    }
+
+    List<String> baseUrls() {
+        return baseUrls;
+    }
+
+    /** The replica the next call goes to. */
+    String currentUrl() {
+        return baseUrls.get(current.get());
     }
 
     // ---------------------------------------------------------------------------------------
@@ -355,11 +408,14 @@ final class JobstoreClient {
         final byte[] body;
         /** An earlier attempt failed in a way that does not rule out that it was applied. */
         final boolean earlierAttemptMayHaveLanded;
+        /** The replica that gave this answer. */
+        final String base;
 
-        Outcome(int status, byte[] body, boolean earlierAttemptMayHaveLanded) {
+        Outcome(int status, byte[] body, boolean earlierAttemptMayHaveLanded, String base) {
             this.status = status;
             this.body = body;
             this.earlierAttemptMayHaveLanded = earlierAttemptMayHaveLanded;
+            this.base = base;
         }
     }
 
@@ -373,26 +429,44 @@ final class JobstoreClient {
         long pause = backoffMillis;
         String problem = null;
         IOException cause = null;
+        String lastBase = null;
+        boolean[] tried = new boolean[baseUrls.size()];
+        boolean switched = false;
         for (int attempt = 1; attempt <= attempts; attempt++) {
+            int index = current.get();
+            String base = baseUrls.get(index);
             if (attempt > 1) {
-                sleep(pause, method, path);
-                pause = Math.min(maxBackoffMillis, pause * 2);
+                // A replica not yet tried during this call is tried at once.
+                if (!(switched && !tried[index])) {
+                    sleep(pause, method, path);
+                    pause = Math.min(maxBackoffMillis, pause * 2);
+                }
             }
+            tried[index] = true;
+            switched = false;
+            lastBase = base;
+            boolean replicaFailed;
             try {
                 HttpResponse<byte[]> response =
-                        http.send(request(method, path, body), HttpResponse.BodyHandlers.ofByteArray());
+                        http.send(
+                                request(base, method, path, body),
+                                HttpResponse.BodyHandlers.ofByteArray());
                 int status = response.statusCode();
                 byte[] responseBody = response.body() == null ? new byte[0] : response.body();
                 if (!isRetryableStatus(status)) {
-                    return new Outcome(status, responseBody, mayHaveLanded);
+                    announce(index);
+                    return new Outcome(status, responseBody, mayHaveLanded, base);
                 }
                 problem = "HTTP " + status + ": " + errorMessage(responseBody, "(no message)");
                 cause = null;
                 mayHaveLanded = true;
+                // 408 and 429 are retried on the same replica; 5xx moves on to the next.
+                replicaFailed = status >= 500;
             } catch (ConnectException | HttpConnectTimeoutException e) {
                 // The request was not sent: nothing can have been applied.
                 problem = describe(e);
                 cause = e;
+                replicaFailed = true;
             } catch (InterruptedIOException e) {
                 if (Thread.currentThread().isInterrupted()) {
                     throw e;
@@ -401,10 +475,12 @@ final class JobstoreClient {
                 problem = describe(e);
                 cause = e;
                 mayHaveLanded = true;
+                replicaFailed = true;
             } catch (IOException e) {
                 problem = describe(e);
                 cause = e;
                 mayHaveLanded = true;
+                replicaFailed = true;
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 InterruptedIOException ie =
@@ -412,27 +488,61 @@ final class JobstoreClient {
                 ie.initCause(e);
                 throw ie;
             }
+            if (replicaFailed && baseUrls.size() > 1) {
+                int next = (index + 1) % baseUrls.size();
+                if (current.compareAndSet(index, next)) {
+                    LOG.warn(
+                            "jobstore replica {} failed ({} {}: {}); switching to replica {}",
+                            base,
+                            method,
+                            path,
+                            problem,
+                            baseUrls.get(next));
+                }
+                switched = true;
+            }
             if (attempt < attempts) {
+                int nextIndex = current.get();
                 LOG.warn(
-                        "jobstore {} {} failed (attempt {} of {}): {}; retrying in {} ms",
+                        "jobstore {} {} failed (attempt {} of {}): {}; retrying {}",
                         method,
-                        url(path),
+                        base + path,
                         attempt,
                         attempts,
                         problem,
-                        pause);
+                        switched && !tried[nextIndex]
+                                ? "at once on " + baseUrls.get(nextIndex)
+                                : "in " + pause + " ms on " + baseUrls.get(nextIndex));
             }
         }
         throw new IOException(
                 String.format(
                         "jobstore %s %s failed after %d attempt(s): %s",
-                        method, url(path), attempts, problem),
+                        method,
+                        baseUrls.size() > 1
+                                ? path + " (replicas " + String.join(", ", baseUrls) + ", last " + lastBase + ")"
+                                : lastBase + path,
+                        attempts,
+                        problem),
                 cause);
     }
 
-    private HttpRequest request(String method, String path, byte[] body) {
+    /** Logs the replica in use when it is not the one logged last. */
+    private void announce(int index) {
+        int before = announced.getAndSet(index);
+        if (before != index && baseUrls.size() > 1) {
+            LOG.info(
+                    "Using jobstore replica {} ({} of {}) for cluster {}",
+                    baseUrls.get(index),
+                    index + 1,
+                    baseUrls.size(),
+                    clusterId);
+        }
+    }
+
+    private HttpRequest request(String base, String method, String path, byte[] body) {
         HttpRequest.Builder b =
-                HttpRequest.newBuilder(URI.create(url(path)))
+                HttpRequest.newBuilder(URI.create(base + path))
                         .timeout(timeout)
                         .header("User-Agent", USER_AGENT)
                         .header("Accept", "application/json");
@@ -463,10 +573,6 @@ final class JobstoreClient {
         }
     }
 
-    private String url(String path) {
-        return baseUrl + path;
-    }
-
     private String collectionPath(Kind kind) {
         return "/v1/clusters/" + clusterId + "/" + kind.collection;
     }
@@ -482,7 +588,7 @@ final class JobstoreClient {
         return new IOException(
                 String.format(
                         "jobstore %s %s answered HTTP %d: %s",
-                        method, url(path), out.status, errorMessage(out.body, "(no message)")));
+                        method, out.base + path, out.status, errorMessage(out.body, "(no message)")));
     }
 
     private static JsonNode parseObject(String method, String path, byte[] body) throws IOException {

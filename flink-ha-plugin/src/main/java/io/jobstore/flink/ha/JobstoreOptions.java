@@ -10,14 +10,33 @@ public final class JobstoreOptions {
 
     private JobstoreOptions() {}
 
-    /** Base URL of the jobstore service, e.g. {@code http://jobstore.internal:8090}. Required. */
+    /**
+     * Whose HA services the plugin builds: {@code standalone} (default), {@code zookeeper},
+     * {@code kubernetes}; {@code jobstore} is reserved for a later version and rejected.
+     */
+    public static final ConfigOption<String> MODE =
+            ConfigOptions.key("jobstore.ha.mode")
+                    .stringType()
+                    .defaultValue("standalone")
+                    .withDescription(
+                            "standalone: Flink's standalone HA services (one JobManager at a fixed"
+                                    + " address); zookeeper / kubernetes: Flink's own ZooKeeper or"
+                                    + " Kubernetes HA services (leader election, execution plans,"
+                                    + " checkpoints), with only the job and application results"
+                                    + " in jobstore.");
+
+    /**
+     * Base URL of the jobstore service, e.g. {@code http://jobstore.internal:8090}, or a
+     * comma-separated list of replicas on one database. Required.
+     */
     public static final ConfigOption<String> URL =
             ConfigOptions.key("jobstore.url")
                     .stringType()
                     .noDefaultValue()
                     .withDescription(
                             "Base URL of the jobstore service (http:// or https://), without the"
-                                    + " /v1 prefix. Required.");
+                                    + " /v1 prefix, or a comma-separated list of jobstore"
+                                    + " replicas sharing one database. Required.");
 
     /**
      * Bearer token sent as {@code Authorization: Bearer <token>}. Flink masks keys containing

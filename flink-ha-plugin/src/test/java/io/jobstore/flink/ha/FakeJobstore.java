@@ -36,6 +36,8 @@ final class FakeJobstore implements AutoCloseable {
     enum Fault {
         /** Answer 503 without touching the store. */
         STATUS_503,
+        /** Answer 429 without touching the store. */
+        STATUS_429,
         /** Serve the request, then answer 503 (the answer of an applied write is lost). */
         APPLY_THEN_503,
         /** Close the connection without an answer, store untouched. */
@@ -140,6 +142,10 @@ final class FakeJobstore implements AutoCloseable {
                     ex.getRequestHeaders().getFirst("Authorization")));
             byte[] body = readAll(ex.getRequestBody());
             Fault fault = takeFault(method);
+            if (fault == Fault.STATUS_429) {
+                send(ex, 429, error("too many requests (injected)"));
+                return;
+            }
             if (fault == Fault.STATUS_503) {
                 send(ex, 503, error("database unreachable"));
                 return;

@@ -69,7 +69,7 @@ public final class PluginSelfTest {
         void run() throws Exception;
     }
 
-    private void test(String name, Body body) {
+    void test(String name, Body body) {
         try {
             body.run();
             passed++;
@@ -552,6 +552,8 @@ public final class PluginSelfTest {
                 sb.createDirtyResultAsync(new JobResultEntry(jobResult(id, JobStatus.FAILED))).get();
                 checkEq(1, sa.getDirtyResults().size(), "a still has its one entry");
             });
+
+            new ModeSelfTest(this, io).run(fake);
         }
 
         test("config: cluster id from high-availability.cluster-id, leading slashes dropped", () -> {

@@ -20,13 +20,15 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
  * Test job for the jobstore integration tests.
  *
  * <p>Args: {@code <records (0 = unbounded)> <records per second (0 = no limit)> <job name>
- * [snapshot sleep ms] [fail after N records]}
+ * [snapshot sleep ms] [fail after N records (-1 = never)] [checkpoint interval ms]}
  *
  * <p>A rate-limited {@link DataGeneratorSource} feeds a stateful map (operator state: the number
  * of records seen) into a {@link DiscardingSink}. {@code snapshotState} sleeps the given time, so a
  * savepoint stays IN_PROGRESS observably long. With a fifth argument the map throws after that
  * many records and, as the restart strategy is "none", the job ends FAILED. A bounded job (records
- * &gt; 0) ends FINISHED once all records are emitted. Operator uids are stable ("probe-source",
+ * &gt; 0) ends FINISHED once all records are emitted. With a sixth argument &gt; 0 the job takes a
+ * checkpoint at that interval and restarts after a failure (fixed delay, 1 s, up to 100 times)
+ * instead of failing: that is the unbounded checkpointed job of the HA failover tests. Operator uids are stable ("probe-source",
  * "probe-map", "probe-sink") so a savepoint can be restored into a new run of the job.
  */
 public final class ProbeJob {
@@ -34,25 +36,36 @@ public final class ProbeJob {
     private ProbeJob() {}
 
     public static void main(String[] args) throws Exception {
-        if (args.length < 3 || args.length > 5) {
+        if (args.length < 3 || args.length > 6) {
             throw new IllegalArgumentException(
                     "usage: ProbeJob <records (0 = unbounded)> <records per second (0 = no limit)>"
-                            + " <job name> [snapshot sleep ms] [fail after N records]");
+                            + " <job name> [snapshot sleep ms] [fail after N records (-1 = never)]"
+                            + " [checkpoint interval ms]");
         }
         long records = Long.parseLong(args[0]);
         double perSecond = Double.parseDouble(args[1]);
         String name = args[2];
         long snapshotSleepMs = args.length > 3 ? Long.parseLong(args[3]) : 0L;
         long failAfter = args.length > 4 ? Long.parseLong(args[4]) : -1L;
-        if (records < 0 || perSecond < 0 || snapshotSleepMs < 0 || (args.length > 4 && failAfter < 0)) {
+        long checkpointMs = args.length > 5 ? Long.parseLong(args[5]) : 0L;
+        if (records < 0 || perSecond < 0 || snapshotSleepMs < 0 || failAfter < -1 || checkpointMs < 0) {
             throw new IllegalArgumentException("negative argument");
         }
 
         Configuration conf = new Configuration();
-        conf.set(RestartStrategyOptions.RESTART_STRATEGY, "none");
+        if (checkpointMs > 0) {
+            conf.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
+            conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, 100);
+            conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, java.time.Duration.ofSeconds(1));
+        } else {
+            conf.set(RestartStrategyOptions.RESTART_STRATEGY, "none");
+        }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.configure(conf);
         env.setParallelism(1);
+        if (checkpointMs > 0) {
+            env.enableCheckpointing(checkpointMs);
+        }
 
         long count = records == 0 ? Long.MAX_VALUE : records;
         RateLimiterStrategy rateLimit =
