@@ -10,6 +10,10 @@
 //! - a cap on open connections (past it, new connections are closed at once and the ones
 //!   open are served).
 //!
+//! - the answers hyper writes itself before the router (`400` for a head that does not
+//!   parse, `431` for one over its buffer) carry the `{"errors": [...]}` body every other
+//!   answer has ([`error_bodies`]).
+//!
 //! Graceful shutdown: on the signal the listener closes, every connection is told to finish
 //! (HTTP/2 GOAWAY; HTTP/1 closes once its request in flight is answered; idle ones close at
 //! once), and [`serve`] returns when all are closed or `shutdown_timeout` has passed (the
@@ -34,6 +38,9 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+
+mod error_bodies;
+use error_bodies::{Busy, ErrorBodies};
 
 /// Pause between HTTP/2 keep-alive pings, and how long an answer to one may take.
 const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -117,6 +124,12 @@ impl Activity {
         }
         let last = Duration::from_millis(self.last_done_ms.load(Ordering::SeqCst));
         Some(self.accepted + last + limits.idle_timeout)
+    }
+}
+
+impl Busy for Activity {
+    fn busy(&self) -> bool {
+        self.in_flight.load(Ordering::SeqCst) > 0
     }
 }
 
@@ -248,7 +261,10 @@ pub async fn serve(
         let mut finishing = finishing.clone();
         let abort = abort.clone();
         tokio::spawn(async move {
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            let conn = builder.serve_connection_with_upgrades(
+                TokioIo::new(ErrorBodies::new(stream, activity.clone())),
+                service,
+            );
             tokio::pin!(conn);
             // Since when the connection has been told to finish (shutdown or idle). It is
             // then dropped once it has had no request in flight for IDLE_CLOSE_GRACE: a

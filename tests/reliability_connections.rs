@@ -545,3 +545,80 @@ async fn sigterm_on_postgres_with_idle_connections_finishes_the_request_in_fligh
         "stopped after {stopped:?}"
     );
 }
+
+/// The answers hyper writes before the router (a head that does not parse: 400; a head over
+/// hyper's buffer: 431) carry `{"errors": [...]}` like every other answer, on a fresh
+/// connection and after a served request on a keep-alive one; the router's own answers on
+/// the same connections are unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn answers_hyper_writes_before_the_router_carry_the_error_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let s = Serve::start(dir.path(), "serve", &url, &[]).await;
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(600 * 1024)
+    );
+    let cases: [(&str, &[u8], u16, &str); 4] = [
+        (
+            "a garbled request line",
+            b"GARBAGE\x01 /\r\n\r\n",
+            400,
+            "malformed",
+        ),
+        (
+            "a header line without a colon",
+            b"GET /healthz HTTP/1.1\r\nHost x\r\n\r\n",
+            400,
+            "malformed",
+        ),
+        ("a 600 KB header", huge.as_bytes(), 431, "too large"),
+        (
+            "a bad header name",
+            b"GET /healthz HTTP/1.1\r\nHo st: x\r\n\r\n",
+            400,
+            "malformed",
+        ),
+    ];
+    for (what, request, status, words) in cases {
+        for after_a_served_request in [false, true] {
+            let mut c = TcpStream::connect(addr(&s)).await.unwrap();
+            if after_a_served_request {
+                c.write_all(b"GET /v1/clusters/c/job-results/zz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .await
+                    .unwrap();
+                let (got, answer) = read_answer(&mut c, Duration::from_secs(10)).await.unwrap();
+                assert_eq!(got, 400, "the router's answer: {answer}");
+                assert!(
+                    answer.contains("content-type: application/json"),
+                    "{answer}"
+                );
+            }
+            // A write error is fine: hyper may answer and close before the whole head is sent.
+            let _ = c.write_all(request).await;
+            let (got, answer) = read_answer(&mut c, Duration::from_secs(10))
+                .await
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(got, status, "{what}: {answer}");
+            let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("content-type: application/json"),
+                "{what}: {head}"
+            );
+            let v: serde_json::Value = serde_json::from_str(body)
+                .unwrap_or_else(|e| panic!("{what}: the body is no JSON ({e}): {body:?}"));
+            let message = v["errors"][0].as_str().unwrap_or_default();
+            assert!(message.contains(words), "{what}: {body}");
+        }
+    }
+    // The service still answers as before.
+    let (got, _) = raw_request(
+        &addr(&s),
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, 200);
+}
