@@ -24,8 +24,33 @@ fn blocks(section: &str, until: Option<&str>) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_section = false;
     let mut current: Option<String> = None;
+    // Inside a fenced block that is not collected (another language, or another section):
+    // its lines may start with `#` and are no headings.
+    let mut other_fence = false;
     for line in README.lines() {
-        if current.is_none() && line.starts_with('#') && line.contains(' ') {
+        if other_fence {
+            other_fence = line != "```";
+            continue;
+        }
+        if let Some(block) = &mut current {
+            if line == "```" {
+                out.push(std::mem::take(block));
+                current = None;
+            } else {
+                block.push_str(line);
+                block.push('\n');
+            }
+            continue;
+        }
+        if line.starts_with("```") {
+            if in_section && line == "```sh" {
+                current = Some(String::new());
+            } else {
+                other_fence = true;
+            }
+            continue;
+        }
+        if line.starts_with('#') && line.contains(' ') {
             let title = line.trim_start_matches('#').trim();
             let level = line.len() - line.trim_start_matches('#').len();
             if title == section {
@@ -39,21 +64,6 @@ fn blocks(section: &str, until: Option<&str>) -> Vec<String> {
             if in_section && level <= section_level(section) {
                 in_section = false;
             }
-        }
-        if !in_section {
-            continue;
-        }
-        match (&mut current, line) {
-            (None, "```sh") => current = Some(String::new()),
-            (Some(block), "```") => {
-                out.push(std::mem::take(block));
-                current = None;
-            }
-            (Some(block), l) => {
-                block.push_str(l);
-                block.push('\n');
-            }
-            _ => {}
         }
     }
     assert!(
