@@ -50,7 +50,10 @@ async fn every_documented_operation_is_routed() {
             .replace("{cluster}", "c1")
             .replace("{id}", &"a".repeat(32))
             .replace("{jobid}", &"b".repeat(32))
-            .replace("{triggerid}", &"c".repeat(32));
+            .replace("{triggerid}", &"c".repeat(32))
+            .replace("{component}", "dispatcher")
+            .replace("{kind}", "checkpoint")
+            .replace("{name}", "1");
         let req = Request::builder()
             .method(op.method.to_uppercase().as_str())
             .uri(&path)
@@ -122,6 +125,27 @@ fn documented_paths_cover_the_contract() {
         ("/v1/clusters/{cluster}/savepoint-operations", &["get"]),
         ("/v1/clusters/{cluster}", &["get", "put"]),
         ("/v1/clusters", &["get"]),
+        ("/v1/clusters/{cluster}/ha/lease/acquire", &["post"]),
+        ("/v1/clusters/{cluster}/ha/lease/renew", &["post"]),
+        ("/v1/clusters/{cluster}/ha/lease/release", &["post"]),
+        ("/v1/clusters/{cluster}/ha/leader-info", &["get"]),
+        (
+            "/v1/clusters/{cluster}/ha/leader-info/{component}",
+            &["get", "put", "delete"],
+        ),
+        ("/v1/clusters/{cluster}/ha/state-handles/{kind}", &["get"]),
+        (
+            "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}",
+            &["get", "post", "put", "delete"],
+        ),
+        (
+            "/v1/clusters/{cluster}/ha/counters/{jobid}",
+            &["get", "put"],
+        ),
+        (
+            "/v1/clusters/{cluster}/ha/counters/{jobid}/get-and-increment",
+            &["post"],
+        ),
         ("/healthz", &["get"]),
         ("/readyz", &["get"]),
         ("/metrics", &["get"]),

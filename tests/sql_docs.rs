@@ -7,7 +7,8 @@ mod common;
 use common::{Backend, TestStore};
 use jobstore::ids::ClusterId;
 use jobstore::store::{
-    ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, Outcome,
+    ClusterConfig, ConfiguredBy, HaKind, NewOperation, OperationKey, OperationKind, Outcome,
+    StateHandleKey,
 };
 use jobstore::wire::{ResultKind, parse_envelope};
 use sqlx::Connection;
@@ -129,6 +130,49 @@ async fn seed(ts: &TestStore) {
         )
         .await
         .unwrap();
+    // Flink's HA services: a live lease, the dispatcher's leader information, a job's plan,
+    // two checkpoints and its counter.
+    let lease = store
+        .acquire_lease(
+            &cluster,
+            "jobmanager-0",
+            std::time::Duration::from_secs(3600),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .publish_leader_info(
+            &cluster,
+            lease.epoch,
+            "dispatcher",
+            "pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1",
+            "2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11",
+        )
+        .await
+        .unwrap();
+    let job: jobstore::ids::HexId = "58356f7bb09581a7b8ddfe083b605679".parse().unwrap();
+    let key = |kind, job: Option<jobstore::ids::HexId>, name: &str| StateHandleKey {
+        kind,
+        job,
+        name: name.into(),
+    };
+    for k in [
+        key(HaKind::ExecutionPlan, None, &job.to_string()),
+        key(HaKind::Checkpoint, Some(job), "0000000000000000001"),
+        key(HaKind::Checkpoint, Some(job), "0000000000000000002"),
+    ] {
+        store
+            .add_state_handle(&cluster, lease.epoch, &k, b"\xac\xed\x00\x05pointer")
+            .await
+            .unwrap();
+    }
+    for _ in 0..2 {
+        store
+            .counter_get_and_increment(&cluster, lease.epoch, job)
+            .await
+            .unwrap();
+    }
 }
 
 /// Runs each query; answers the number of rows of each.
@@ -185,6 +229,11 @@ fn check(results: &[(String, usize)]) {
     assert_eq!(rows_of("FROM clusters"), 1);
     assert_eq!(rows_of("stack-trace"), 1);
     assert_eq!(rows_of("refinery_schema_history"), 1);
+    assert_eq!(rows_of("FROM ha_leaders ORDER BY cluster_id"), 1);
+    assert_eq!(rows_of("FROM ha_leaders WHERE NOT live"), 0);
+    assert_eq!(rows_of("FROM ha_leader_info ORDER BY"), 1);
+    assert_eq!(rows_of("WHERE i.epoch < l.epoch"), 0);
+    assert_eq!(rows_of("FROM ha_held_state ORDER BY"), 2);
 }
 
 #[tokio::test]

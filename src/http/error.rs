@@ -53,6 +53,12 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Conflict => Self::conflict("the request conflicts with what is stored"),
             StoreError::NotFound => Self::not_found("not found"),
+            StoreError::Fenced => {
+                Self::conflict("fenced: the lease epoch is not the cluster's live lease")
+            }
+            StoreError::VersionMismatch { current } => {
+                Self::conflict(format!("version mismatch: the stored version is {current}"))
+            }
             StoreError::Unavailable(cause) => {
                 tracing::warn!(error = %cause, "database unavailable");
                 Self::new(

@@ -18,6 +18,7 @@ use crate::wire::ResultKind;
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod ha;
 pub mod metrics;
 pub mod openapi;
 pub mod results;
@@ -89,6 +90,7 @@ pub fn router(state: AppState) -> Router {
         .merge(results::router(ResultKind::Job))
         .merge(results::router(ResultKind::Application))
         .merge(savepoints::router())
+        .merge(ha::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::render))

@@ -371,11 +371,213 @@ fn service_operations() -> Vec<Operation> {
     ]
 }
 
+/// The HA-services routes (issue 15).
+fn ha_operations() -> Vec<Operation> {
+    let base = "/v1/clusters/{cluster}/ha";
+    let component = || {
+        path_param(
+            "component",
+            "resourcemanager, dispatcher, restserver or a job id",
+            json!({"type": "string", "minLength": 1, "maxLength": 256}),
+        )
+    };
+    let kind = || {
+        path_param(
+            "kind",
+            "the state-handle store",
+            json!({"type": "string", "enum": ["execution-plan", "application", "checkpoint"]}),
+        )
+    };
+    let name = || {
+        path_param(
+            "name",
+            "Flink's key within the store (job id, application id, checkpoint id)",
+            json!({"type": "string", "minLength": 1, "maxLength": 256}),
+        )
+    };
+    let job_query = || {
+        query_param(
+            "job",
+            "the checkpoint's job; absent for entries of no job",
+            hex_id(),
+        )
+    };
+    let jobid = || path_param("jobid", "the job id", hex_id());
+    let fenced = || err(409, "Fenced: the epoch is not the cluster's live lease");
+    let bad = || err(400, "Malformed id or body");
+    let op = |method: &'static str,
+              path: &str,
+              summary: &str,
+              params: Vec<Value>,
+              body: Option<&str>,
+              responses| Operation {
+        method,
+        path: format!("{base}{path}"),
+        tag: "ha",
+        summary: summary.into(),
+        params,
+        body: body.map(|b| json_body(schema_ref(b), true)),
+        responses,
+    };
+    vec![
+        op(
+            "post",
+            "/lease/acquire",
+            "Take the cluster's leader lease (a new epoch), or renew it when the caller holds it",
+            vec![cluster_param()],
+            Some("LeaseRequest"),
+            vec![
+                ok(200, "The lease", "Lease"),
+                bad(),
+                err(409, "Another holder has a live lease"),
+            ],
+        ),
+        op(
+            "post",
+            "/lease/renew",
+            "Extend the lease of this holder and epoch",
+            vec![cluster_param()],
+            Some("LeaseRequest"),
+            vec![ok(200, "Renewed", "Lease"), bad(), fenced()],
+        ),
+        op(
+            "post",
+            "/lease/release",
+            "End the lease now (its epoch is never handed out again)",
+            vec![cluster_param()],
+            Some("LeaseRequest"),
+            vec![(200, "Whether it was released", None), bad()],
+        ),
+        op(
+            "get",
+            "/leader-info",
+            "The leader information of every component",
+            vec![cluster_param()],
+            None,
+            vec![ok(200, "The list", "LeaderInfoList"), bad()],
+        ),
+        op(
+            "get",
+            "/leader-info/{component}",
+            "A component's leader information",
+            vec![cluster_param(), component()],
+            None,
+            vec![
+                ok(200, "The leader information", "LeaderInfo"),
+                bad(),
+                err(404, "None published"),
+            ],
+        ),
+        op(
+            "put",
+            "/leader-info/{component}",
+            "Publish a component's leader information, fenced by the epoch",
+            vec![cluster_param(), component()],
+            Some("LeaderInfoUpdate"),
+            vec![ok(200, "Published", "LeaderInfo"), bad(), fenced()],
+        ),
+        op(
+            "delete",
+            "/leader-info/{component}",
+            "Remove a component's leader information, fenced by the epoch",
+            vec![cluster_param(), component()],
+            Some("EpochBody"),
+            vec![(204, "Gone", None), bad(), fenced()],
+        ),
+        op(
+            "get",
+            "/state-handles/{kind}",
+            "The handles of a store (and job)",
+            vec![cluster_param(), kind(), job_query()],
+            None,
+            vec![ok(200, "The handles", "StateHandleList"), bad()],
+        ),
+        op(
+            "get",
+            "/state-handles/{kind}/{name}",
+            "One handle",
+            vec![cluster_param(), kind(), name(), job_query()],
+            None,
+            vec![
+                ok(200, "The handle", "StateHandle"),
+                bad(),
+                err(404, "No such handle"),
+            ],
+        ),
+        op(
+            "post",
+            "/state-handles/{kind}/{name}",
+            "Add a handle at version 1, fenced",
+            vec![cluster_param(), kind(), name()],
+            Some("StateHandleWrite"),
+            vec![
+                (201, "Added", None),
+                bad(),
+                err(409, "Fenced, or the handle exists"),
+            ],
+        ),
+        op(
+            "put",
+            "/state-handles/{kind}/{name}",
+            "Replace a handle if its version is expected-version (compare-and-set), fenced",
+            vec![cluster_param(), kind(), name()],
+            Some("StateHandleWrite"),
+            vec![
+                (200, "The new version", None),
+                bad(),
+                err(404, "No such handle"),
+                err(409, "Fenced, or another version"),
+            ],
+        ),
+        op(
+            "delete",
+            "/state-handles/{kind}/{name}",
+            "Remove a handle, fenced; idempotent",
+            vec![cluster_param(), kind(), name()],
+            Some("EpochBody"),
+            vec![
+                (
+                    200,
+                    "Gone; removed tells whether this call removed it",
+                    None,
+                ),
+                bad(),
+                fenced(),
+            ],
+        ),
+        op(
+            "get",
+            "/counters/{jobid}",
+            "The next checkpoint id of a job",
+            vec![cluster_param(), jobid()],
+            None,
+            vec![(200, "The value", None), bad(), err(404, "No counter")],
+        ),
+        op(
+            "put",
+            "/counters/{jobid}",
+            "Set the next checkpoint id, fenced",
+            vec![cluster_param(), jobid()],
+            Some("CounterWrite"),
+            vec![(200, "Set", None), bad(), fenced()],
+        ),
+        op(
+            "post",
+            "/counters/{jobid}/get-and-increment",
+            "Hand out the next checkpoint id atomically (1 first), fenced",
+            vec![cluster_param(), jobid()],
+            Some("CounterWrite"),
+            vec![(200, "The id handed out", None), bad(), fenced()],
+        ),
+    ]
+}
+
 /// Every documented operation.
 pub fn operations() -> Vec<Operation> {
     let mut ops = result_operations(ResultKind::Job);
     ops.extend(result_operations(ResultKind::Application));
     ops.extend(savepoint_operations());
+    ops.extend(ha_operations());
     ops.extend(service_operations());
     ops
 }
@@ -430,7 +632,7 @@ fn schemas() -> Value {
         })
     };
     let format_type = json!({"type": "string", "enum": ["CANONICAL", "NATIVE"], "nullable": true});
-    json!({
+    let mut all = json!({
         "Error": {
             "type": "object",
             "required": ["errors"],
@@ -558,6 +760,98 @@ fn schemas() -> Value {
             "type": "object",
             "required": ["clusters"],
             "properties": {"clusters": {"type": "array", "items": schema_ref("Cluster")}}
+        }
+    });
+    if let (Some(all), Value::Object(ha)) = (all.as_object_mut(), ha_schemas(&time)) {
+        all.extend(ha);
+    }
+    all
+}
+
+/// The schemas of the HA-services routes (issue 15).
+fn ha_schemas(time: &Value) -> Value {
+    json!({
+        "LeaseRequest": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["holder"],
+            "properties": {
+                "holder": {"type": "string", "minLength": 1, "maxLength": 256},
+                "epoch": {"type": "integer", "format": "int64", "description": "renew and release"},
+                "duration-ms": {"type": "integer", "minimum": 1, "maximum": 86400000, "description": "acquire and renew"}
+            }
+        },
+        "Lease": {
+            "type": "object",
+            "required": ["epoch"],
+            "properties": {"epoch": {"type": "integer", "format": "int64"}, "expires-at": time}
+        },
+        "LeaderInfoUpdate": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["epoch", "address", "session-id"],
+            "properties": {
+                "epoch": {"type": "integer", "format": "int64"},
+                "address": {"type": "string", "minLength": 1, "maxLength": 4096},
+                "session-id": {"type": "string", "minLength": 1, "maxLength": 256}
+            }
+        },
+        "LeaderInfo": {
+            "type": "object",
+            "required": ["component", "epoch", "address", "session-id", "updated-at"],
+            "properties": {
+                "component": {"type": "string"},
+                "epoch": {"type": "integer", "format": "int64"},
+                "address": {"type": "string"},
+                "session-id": {"type": "string"},
+                "updated-at": time
+            }
+        },
+        "LeaderInfoList": {
+            "type": "object",
+            "required": ["leader-info"],
+            "properties": {"leader-info": {"type": "array", "items": schema_ref("LeaderInfo")}}
+        },
+        "EpochBody": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["epoch"],
+            "properties": {"epoch": {"type": "integer", "format": "int64"}, "job": schema_ref("HexId")}
+        },
+        "StateHandleWrite": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["epoch", "handle"],
+            "properties": {
+                "epoch": {"type": "integer", "format": "int64"},
+                "job": schema_ref("HexId"),
+                "expected-version": {"type": "integer", "format": "int64", "minimum": 1, "description": "replace only"},
+                "handle": {"type": "string", "pattern": "^([0-9a-fA-F]{2}){1,65536}$", "description": "the serialized pointer's bytes as hex"}
+            }
+        },
+        "StateHandle": {
+            "type": "object",
+            "required": ["kind", "job", "name", "version", "handle", "marked-for-deletion", "updated-at"],
+            "properties": {
+                "kind": {"type": "string", "enum": ["execution-plan", "application", "checkpoint"]},
+                "job": {"type": "string", "nullable": true},
+                "name": {"type": "string"},
+                "version": {"type": "integer", "format": "int64"},
+                "handle": {"type": "string"},
+                "marked-for-deletion": {"type": "boolean"},
+                "updated-at": time
+            }
+        },
+        "StateHandleList": {
+            "type": "object",
+            "required": ["state-handles"],
+            "properties": {"state-handles": {"type": "array", "items": schema_ref("StateHandle")}}
+        },
+        "CounterWrite": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["epoch"],
+            "properties": {"epoch": {"type": "integer", "format": "int64"}, "value": {"type": "integer", "format": "int64", "minimum": 1, "description": "set only"}}
         }
     })
 }

@@ -11,6 +11,8 @@ use serde_json::Value;
 use crate::ids::{ClusterId, HexId};
 use crate::wire::ResultKind;
 
+pub mod ha;
+mod ha_sql;
 pub mod migrate;
 pub mod operations;
 mod operations_sql;
@@ -19,6 +21,7 @@ mod results_sql;
 pub mod sqlite;
 pub mod timed;
 
+pub use ha::{HaKind, LeaderInfo, Lease, StateHandle, StateHandleKey};
 pub use operations::{
     Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationKey, OperationKind,
     OperationStatus, Outcome, Progress,
@@ -48,6 +51,13 @@ pub enum StoreError {
     /// read again). Nothing was stored.
     #[error("value the database cannot keep: {0}")]
     Unstorable(#[source] sqlx::Error),
+    /// An HA write whose lease epoch is not the cluster's live lease (a deposed or expired
+    /// leader). Nothing was written.
+    #[error("fenced: the lease epoch is not the cluster's live lease")]
+    Fenced,
+    /// A compare-and-set whose expected version is not the stored one. Nothing was written.
+    #[error("version mismatch: the stored version is {current}")]
+    VersionMismatch { current: i64 },
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -305,6 +315,142 @@ pub trait Store: Send + Sync + 'static {
     async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>>;
 
     async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>>;
+
+    // ---- HA services (issue 15): see `ha` and `ha_sql`. Writes with an `epoch` land only
+    // while it holds the cluster's live lease, else [`StoreError::Fenced`].
+
+    /// Takes the cluster's lease for `duration` (database clock): a free or expired lease
+    /// gets a new epoch (1, then + 1 at each acquisition); the live holder asking again
+    /// renews under its epoch; another holder of a live lease gets `None`.
+    async fn acquire_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        duration: Duration,
+    ) -> StoreResult<Option<Lease>>;
+
+    /// Extends the lease; false unless `holder` holds `epoch` and it has not expired.
+    async fn renew_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        epoch: i64,
+        duration: Duration,
+    ) -> StoreResult<bool>;
+
+    /// Ends the lease now (its row and epoch stay); false when it was not held.
+    async fn release_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        epoch: i64,
+    ) -> StoreResult<bool>;
+
+    /// Publishes (inserts or overwrites) a component's leader information, fenced.
+    async fn publish_leader_info(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        component: &str,
+        address: &str,
+        session_id: &str,
+    ) -> StoreResult<LeaderInfo>;
+
+    /// Removes a component's leader information, fenced; false when there was none.
+    async fn delete_leader_info(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        component: &str,
+    ) -> StoreResult<bool>;
+
+    async fn get_leader_info(
+        &self,
+        cluster: &ClusterId,
+        component: &str,
+    ) -> StoreResult<Option<LeaderInfo>>;
+
+    async fn list_leader_info(&self, cluster: &ClusterId) -> StoreResult<Vec<LeaderInfo>>;
+
+    /// Adds a state handle at version 1, fenced; a present key is [`StoreError::Conflict`].
+    async fn add_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+        handle: &[u8],
+    ) -> StoreResult<i64>;
+
+    /// Compare-and-set: replaces the handle when its version is `expected_version` and
+    /// answers the new version; else [`StoreError::VersionMismatch`],
+    /// [`StoreError::NotFound`] or [`StoreError::Fenced`].
+    async fn replace_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+        expected_version: i64,
+        handle: &[u8],
+    ) -> StoreResult<i64>;
+
+    async fn get_state_handle(
+        &self,
+        cluster: &ClusterId,
+        key: &StateHandleKey,
+    ) -> StoreResult<Option<StateHandle>>;
+
+    /// The handles of one kind and job (`None`: of no job), ordered by name.
+    async fn list_state_handles(
+        &self,
+        cluster: &ClusterId,
+        kind: HaKind,
+        job: Option<HexId>,
+    ) -> StoreResult<Vec<StateHandle>>;
+
+    /// Removes a handle, fenced. Idempotent: `Ok` means it is gone; true when this call
+    /// removed it.
+    async fn remove_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+    ) -> StoreResult<bool>;
+
+    /// Flink's `CheckpointIDCounter.getAndIncrement`: the next checkpoint id (1 for a new
+    /// counter), atomically, fenced.
+    async fn counter_get_and_increment(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: HexId,
+    ) -> StoreResult<i64>;
+
+    /// The next id the counter hands out; `None` when the job has no counter (Flink starts
+    /// at 1).
+    async fn counter_get(&self, cluster: &ClusterId, job: HexId) -> StoreResult<Option<i64>>;
+
+    /// Flink's `setCount`, fenced (a value below 1 is refused by the schema).
+    async fn counter_set(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: HexId,
+        value: i64,
+    ) -> StoreResult<()>;
+
+    /// A job's HA data, fenced, in one transaction: its JobManager leader information (the
+    /// component named by the job id), its checkpoints and any handle kept under the job,
+    /// its execution plan (named by the job id) and its counter.
+    async fn remove_job_ha_data(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: HexId,
+    ) -> StoreResult<()>;
+
+    /// Every HA entry of a cluster (Flink's `cleanupAllData`); the lease row stays,
+    /// expired, so that epochs never repeat.
+    async fn remove_cluster_ha_data(&self, cluster: &ClusterId) -> StoreResult<()>;
 }
 
 /// How to reach the database.
@@ -630,6 +776,162 @@ macro_rules! impl_store {
 
             async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>> {
                 self.list_clusters_impl().await
+            }
+
+            async fn acquire_lease(
+                &self,
+                cluster: &ClusterId,
+                holder: &str,
+                duration: Duration,
+            ) -> StoreResult<Option<$crate::store::Lease>> {
+                self.acquire_lease_impl(cluster, holder, duration).await
+            }
+
+            async fn renew_lease(
+                &self,
+                cluster: &ClusterId,
+                holder: &str,
+                epoch: i64,
+                duration: Duration,
+            ) -> StoreResult<bool> {
+                self.renew_lease_impl(cluster, holder, epoch, duration)
+                    .await
+            }
+
+            async fn release_lease(
+                &self,
+                cluster: &ClusterId,
+                holder: &str,
+                epoch: i64,
+            ) -> StoreResult<bool> {
+                self.release_lease_impl(cluster, holder, epoch).await
+            }
+
+            async fn publish_leader_info(
+                &self,
+                cluster: &ClusterId,
+                epoch: i64,
+                component: &str,
+                address: &str,
+                session_id: &str,
+            ) -> StoreResult<$crate::store::LeaderInfo> {
+                self.publish_leader_info_impl(cluster, epoch, component, address, session_id)
+                    .await
+            }
+
+            async fn delete_leader_info(
+                &self,
+                cluster: &ClusterId,
+                epoch: i64,
+                component: &str,
+            ) -> StoreResult<bool> {
+                self.delete_leader_info_impl(cluster, epoch, component)
+                    .await
+            }
+
+            async fn get_leader_info(
+                &self,
+                cluster: &ClusterId,
+                component: &str,
+            ) -> StoreResult<Option<$crate::store::LeaderInfo>> {
+                self.get_leader_info_impl(cluster, component).await
+            }
+
+            async fn list_leader_info(
+                &self,
+                cluster: &ClusterId,
+            ) -> StoreResult<Vec<$crate::store::LeaderInfo>> {
+                self.list_leader_info_impl(cluster).await
+            }
+
+            async fn add_state_handle(
+                &self,
+                cluster: &ClusterId,
+                epoch: i64,
+                key: &$crate::store::StateHandleKey,
+                handle: &[u8],
+            ) -> StoreResult<i64> {
+                self.add_state_handle_impl(cluster, epoch, key, handle)
+                    .await
+            }
+
+            async fn replace_state_handle(
+                &self,
+                cluster: &ClusterId,
+                epoch: i64,
+                key: &$crate::store::StateHandleKey,
+                expected_version: i64,
+                handle: &[u8],
+            ) -> StoreResult<i64> {
+                self.replace_state_handle_impl(cluster, epoch, key, expected_version, handle)
+                    .await
+            }
+
+            async fn get_state_handle(
+                &self,
+                cluster: &ClusterId,
+                key: &$crate::store::StateHandleKey,
+            ) -> StoreResult<Option<$crate::store::StateHandle>> {
+                self.get_state_handle_impl(cluster, key).await
+            }
+
+            async fn list_state_handles(
+                &self,
+                cluster: &ClusterId,
+                kind: $crate::store::HaKind,
+                job: Option<HexId>,
+            ) -> StoreResult<Vec<$crate::store::StateHandle>> {
+                self.list_state_handles_impl(cluster, kind, job).await
+            }
+
+            async fn remove_state_handle(
+                &self,
+                cluster: &ClusterId,
+                epoch: i64,
+                key: &$crate::store::StateHandleKey,
+            ) -> StoreResult<bool> {
+                self.remove_state_handle_impl(cluster, epoch, key).await
+            }
+
+            async fn counter_get_and_increment(
+                &self,
+                cluster: &ClusterId,
+                epoch: i64,
+                job: HexId,
+            ) -> StoreResult<i64> {
+                self.counter_get_and_increment_impl(cluster, epoch, job)
+                    .await
+            }
+
+            async fn counter_get(
+                &self,
+                cluster: &ClusterId,
+                job: HexId,
+            ) -> StoreResult<Option<i64>> {
+                self.counter_get_impl(cluster, job).await
+            }
+
+            async fn counter_set(
+                &self,
+                cluster: &ClusterId,
+                epoch: i64,
+                job: HexId,
+                value: i64,
+            ) -> StoreResult<()> {
+                self.counter_set_impl(cluster, epoch, job, value).await
+            }
+
+            async fn remove_job_ha_data(
+                &self,
+                cluster: &ClusterId,
+                epoch: i64,
+                job: HexId,
+            ) -> StoreResult<()> {
+                self.remove_job_ha_data_impl(cluster, epoch, job).await
+            }
+
+            async fn remove_cluster_ha_data(&self, cluster: &ClusterId) -> StoreResult<()> {
+                self.remove_cluster_ha_data_impl(cluster).await
             }
         }
     };

@@ -5,6 +5,7 @@ use std::str::FromStr;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection};
 
+use super::ha_sql::{HaSql, POSTGRES_HA, ha_store_methods};
 use super::migrate::{self};
 use super::operations_sql::{OperationSql, operation_store_methods};
 use super::results_sql::{AllResultSql, POSTGRES, result_store_methods};
@@ -23,6 +24,7 @@ pub struct PgStore {
     read: PgPool,
     sql: AllResultSql,
     ops: OperationSql,
+    ha: &'static HaSql,
 }
 
 impl PgStore {
@@ -51,6 +53,7 @@ impl PgStore {
             write: pool,
             sql: AllResultSql::new(POSTGRES),
             ops: OperationSql::new(POSTGRES),
+            ha: &POSTGRES_HA,
         })
     }
 
@@ -69,6 +72,7 @@ impl PgStore {
 
     result_store_methods!();
     operation_store_methods!();
+    ha_store_methods!();
 }
 
 super::impl_store!(PgStore, "postgres", migrate::Backend::Postgres);

@@ -7,6 +7,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+use super::ha_sql::{HaSql, SQLITE_HA, ha_store_methods};
 use super::migrate::{self};
 use super::operations_sql::{OperationSql, operation_store_methods};
 use super::results_sql::{AllResultSql, SQLITE, result_store_methods};
@@ -26,6 +27,7 @@ pub struct SqliteStore {
     read: SqlitePool,
     sql: AllResultSql,
     ops: OperationSql,
+    ha: &'static HaSql,
 }
 
 impl SqliteStore {
@@ -63,6 +65,7 @@ impl SqliteStore {
             read,
             sql: AllResultSql::new(SQLITE),
             ops: OperationSql::new(SQLITE),
+            ha: &SQLITE_HA,
         })
     }
 
@@ -93,6 +96,7 @@ impl SqliteStore {
 
     result_store_methods!();
     operation_store_methods!();
+    ha_store_methods!();
 }
 
 super::impl_store!(SqliteStore, "sqlite", migrate::Backend::Sqlite);

@@ -12,9 +12,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{
-    Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
-    Outcome, Page, Progress, ResultEntry, ResultState, StateFilter, Stats, Store, StoreError,
-    StoreResult,
+    Claimed, ClusterConfig, ConfiguredBy, HaKind, LeaderInfo, Lease, NewOperation, Operation,
+    OperationFilter, OperationKey, Outcome, Page, Progress, ResultEntry, ResultState, StateFilter,
+    StateHandle, StateHandleKey, Stats, Store, StoreError, StoreResult,
 };
 use crate::ids::{ClusterId, HexId};
 use crate::wire::ResultKind;
@@ -204,5 +204,168 @@ impl Store for Timed {
 
     async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>> {
         self.within(self.inner.list_clusters()).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        duration: Duration,
+    ) -> StoreResult<Option<Lease>> {
+        self.within(self.inner.acquire_lease(cluster, holder, duration))
+            .await
+    }
+
+    async fn renew_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        epoch: i64,
+        duration: Duration,
+    ) -> StoreResult<bool> {
+        self.within(self.inner.renew_lease(cluster, holder, epoch, duration))
+            .await
+    }
+
+    async fn release_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        epoch: i64,
+    ) -> StoreResult<bool> {
+        self.within(self.inner.release_lease(cluster, holder, epoch))
+            .await
+    }
+
+    async fn publish_leader_info(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        component: &str,
+        address: &str,
+        session_id: &str,
+    ) -> StoreResult<LeaderInfo> {
+        self.within(
+            self.inner
+                .publish_leader_info(cluster, epoch, component, address, session_id),
+        )
+        .await
+    }
+
+    async fn delete_leader_info(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        component: &str,
+    ) -> StoreResult<bool> {
+        self.within(self.inner.delete_leader_info(cluster, epoch, component))
+            .await
+    }
+
+    async fn get_leader_info(
+        &self,
+        cluster: &ClusterId,
+        component: &str,
+    ) -> StoreResult<Option<LeaderInfo>> {
+        self.within(self.inner.get_leader_info(cluster, component))
+            .await
+    }
+
+    async fn list_leader_info(&self, cluster: &ClusterId) -> StoreResult<Vec<LeaderInfo>> {
+        self.within(self.inner.list_leader_info(cluster)).await
+    }
+
+    async fn add_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+        handle: &[u8],
+    ) -> StoreResult<i64> {
+        self.within(self.inner.add_state_handle(cluster, epoch, key, handle))
+            .await
+    }
+
+    async fn replace_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+        expected_version: i64,
+        handle: &[u8],
+    ) -> StoreResult<i64> {
+        self.within(
+            self.inner
+                .replace_state_handle(cluster, epoch, key, expected_version, handle),
+        )
+        .await
+    }
+
+    async fn get_state_handle(
+        &self,
+        cluster: &ClusterId,
+        key: &StateHandleKey,
+    ) -> StoreResult<Option<StateHandle>> {
+        self.within(self.inner.get_state_handle(cluster, key)).await
+    }
+
+    async fn list_state_handles(
+        &self,
+        cluster: &ClusterId,
+        kind: HaKind,
+        job: Option<HexId>,
+    ) -> StoreResult<Vec<StateHandle>> {
+        self.within(self.inner.list_state_handles(cluster, kind, job))
+            .await
+    }
+
+    async fn remove_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+    ) -> StoreResult<bool> {
+        self.within(self.inner.remove_state_handle(cluster, epoch, key))
+            .await
+    }
+
+    async fn counter_get_and_increment(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: HexId,
+    ) -> StoreResult<i64> {
+        self.within(self.inner.counter_get_and_increment(cluster, epoch, job))
+            .await
+    }
+
+    async fn counter_get(&self, cluster: &ClusterId, job: HexId) -> StoreResult<Option<i64>> {
+        self.within(self.inner.counter_get(cluster, job)).await
+    }
+
+    async fn counter_set(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: HexId,
+        value: i64,
+    ) -> StoreResult<()> {
+        self.within(self.inner.counter_set(cluster, epoch, job, value))
+            .await
+    }
+
+    async fn remove_job_ha_data(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: HexId,
+    ) -> StoreResult<()> {
+        self.within(self.inner.remove_job_ha_data(cluster, epoch, job))
+            .await
+    }
+
+    async fn remove_cluster_ha_data(&self, cluster: &ClusterId) -> StoreResult<()> {
+        self.within(self.inner.remove_cluster_ha_data(cluster))
+            .await
     }
 }

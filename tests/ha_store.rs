@@ -1,0 +1,681 @@
+//! Flink's HA services in the store (issue 15), on both backends: one lease holder among
+//! concurrent acquirers, epochs that rise at every acquisition, every write of a stale
+//! epoch fenced (and nothing changed), an atomic checkpoint id counter, compare-and-set
+//! state handles, idempotent removal, the cleanups, the views and the schema's CHECKs.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Backend, TestStore, random_hex};
+use jobstore::ids::{ClusterId, HexId};
+use jobstore::store::{HaKind, Lease, StateHandleKey, Store, StoreError};
+use sqlx::Connection;
+
+const LONG: Duration = Duration::from_secs(60);
+
+fn cluster(name: &str) -> ClusterId {
+    name.parse().expect("a valid cluster id")
+}
+
+fn job() -> HexId {
+    random_hex().parse().unwrap()
+}
+
+fn checkpoint(job: HexId, name: &str) -> StateHandleKey {
+    StateHandleKey {
+        kind: HaKind::Checkpoint,
+        job: Some(job),
+        name: name.into(),
+    }
+}
+
+fn plan(job: HexId) -> StateHandleKey {
+    StateHandleKey {
+        kind: HaKind::ExecutionPlan,
+        job: None,
+        name: job.to_string(),
+    }
+}
+
+async fn acquire(store: &dyn Store, c: &ClusterId, holder: &str, d: Duration) -> Lease {
+    store
+        .acquire_lease(c, holder, d)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{holder} should get the lease of {c}"))
+}
+
+/// Tries `holder`'s acquisition until it lands (the previous lease expiring on the
+/// database's clock), within a generous deadline.
+async fn acquire_when_free(store: &dyn Store, c: &ClusterId, holder: &str) -> Lease {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(lease) = store.acquire_lease(c, holder, LONG).await.unwrap() {
+            return lease;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{holder} never got the lease of {c}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One number a query answers, straight on the database.
+async fn scalar(ts: &TestStore, sql: &str) -> i64 {
+    match ts.backend {
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+                .fetch_one(&mut c)
+                .await
+                .unwrap_or_else(|e| panic!("{e}\n{sql}"))
+        }
+        Backend::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+                .fetch_one(&mut c)
+                .await
+                .unwrap_or_else(|e| panic!("{e}\n{sql}"))
+        }
+    }
+}
+
+/// Runs a statement straight on the database; the error's text when it fails.
+async fn execute(ts: &TestStore, sql: &str) -> Result<u64, String> {
+    match ts.backend {
+        Backend::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+                .execute(&mut c)
+                .await
+                .map(|d| d.rows_affected())
+                .map_err(|e| e.to_string())
+        }
+        Backend::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+                .execute(&mut c)
+                .await
+                .map(|d| d.rows_affected())
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+fn assert_fenced<T: std::fmt::Debug>(what: &str, r: Result<T, StoreError>) {
+    match r {
+        Err(StoreError::Fenced) => {}
+        other => panic!("{what} with a stale epoch: expected Fenced, got {other:?}"),
+    }
+}
+
+const ACQUIRERS: usize = 16;
+
+backend_tests!(concurrent_acquisitions_give_one_holder, |ts| async move {
+    let c = cluster("race");
+    let barrier = Arc::new(tokio::sync::Barrier::new(ACQUIRERS));
+    let mut tasks = Vec::new();
+    for i in 0..ACQUIRERS {
+        let store = ts.store.clone();
+        let barrier = barrier.clone();
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let holder = format!("jobmanager-{i}");
+            let lease = store.acquire_lease(&c, &holder, LONG).await;
+            (holder, lease)
+        }));
+    }
+    let mut winners = Vec::new();
+    for task in tasks {
+        let (holder, lease) = task.await.unwrap();
+        if let Some(lease) = lease.unwrap_or_else(|e| panic!("{holder}: {e}")) {
+            winners.push((holder, lease));
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "{ACQUIRERS} concurrent acquisitions: {winners:?}"
+    );
+    let (holder, lease) = winners.pop().unwrap();
+    assert_eq!(lease.epoch, 1, "the first lease of a cluster");
+
+    // The live holder asking again renews under its epoch; others still get nothing.
+    let again = acquire(&*ts.store, &c, &holder, LONG).await;
+    assert_eq!(again.epoch, 1);
+    assert!(again.expires_at >= lease.expires_at);
+    assert_eq!(
+        ts.store
+            .acquire_lease(&c, "someone-else", LONG)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(ts.store.renew_lease(&c, &holder, 1, LONG).await.unwrap());
+    assert!(
+        !ts.store
+            .renew_lease(&c, "someone-else", 1, LONG)
+            .await
+            .unwrap()
+    );
+    // The lease is per cluster.
+    assert_eq!(
+        acquire(&*ts.store, &cluster("other"), "someone-else", LONG)
+            .await
+            .epoch,
+        1
+    );
+});
+
+backend_tests!(
+    an_expired_lease_goes_to_another_holder_with_the_next_epoch,
+    |ts| async move {
+        let c = cluster("expiry");
+        let first = acquire(&*ts.store, &c, "jm-a", Duration::from_secs(1)).await;
+        assert_eq!(first.epoch, 1);
+        // jm-b tries until jm-a's 1 s lease has lapsed on the database's clock (bounded wait;
+        // that another holder is refused while the lease is live is the test above).
+        let second = acquire_when_free(&*ts.store, &c, "jm-b").await;
+        assert_eq!(second.epoch, first.epoch + 1, "a takeover raises the epoch");
+        assert!(
+            !ts.store
+                .renew_lease(&c, "jm-a", first.epoch, LONG)
+                .await
+                .unwrap(),
+            "the deposed holder's renew fails"
+        );
+        assert!(
+            !ts.store
+                .release_lease(&c, "jm-a", first.epoch)
+                .await
+                .unwrap(),
+            "the deposed holder cannot release the new lease"
+        );
+        assert_eq!(
+            ts.store.acquire_lease(&c, "jm-a", LONG).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            scalar(
+                &ts,
+                "SELECT count(*) FROM ha_leaders WHERE cluster_id = 'expiry' \
+                     AND holder = 'jm-b' AND epoch = 2 AND live"
+            )
+            .await,
+            1
+        );
+
+        // A release ends the lease at once; the row and its epoch stay, so the next holder
+        // (even the same one) gets a new epoch: epochs never repeat.
+        assert!(
+            ts.store
+                .release_lease(&c, "jm-b", second.epoch)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !ts.store
+                .renew_lease(&c, "jm-b", second.epoch, LONG)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            scalar(
+                &ts,
+                "SELECT count(*) FROM ha_leaders WHERE cluster_id = 'expiry' AND NOT live"
+            )
+            .await,
+            1
+        );
+        assert_eq!(acquire(&*ts.store, &c, "jm-b", LONG).await.epoch, 3);
+    }
+);
+
+backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
+    let s = &*ts.store;
+    let c = cluster("fenced");
+    let j = job();
+    let old = acquire(s, &c, "jm-a", LONG).await;
+    s.publish_leader_info(&c, old.epoch, "dispatcher", "pekko://a/dispatcher", "s-a")
+        .await
+        .unwrap();
+    s.publish_leader_info(&c, old.epoch, &j.to_string(), "pekko://a/jm", "s-a")
+        .await
+        .unwrap();
+    s.add_state_handle(&c, old.epoch, &checkpoint(j, "1"), b"cp-1")
+        .await
+        .unwrap();
+    s.add_state_handle(&c, old.epoch, &plan(j), b"plan")
+        .await
+        .unwrap();
+    assert_eq!(
+        s.counter_get_and_increment(&c, old.epoch, j).await.unwrap(),
+        1
+    );
+
+    // jm-a's lease ends (released here; expiry is the test above) and jm-b takes over.
+    assert!(s.release_lease(&c, "jm-a", old.epoch).await.unwrap());
+    let new = acquire(s, &c, "jm-b", LONG).await;
+    assert_eq!(new.epoch, old.epoch + 1);
+    let stale = old.epoch;
+
+    let before_info = s.list_leader_info(&c).await.unwrap();
+    let before_cp = s
+        .get_state_handle(&c, &checkpoint(j, "1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_fenced(
+        "publish",
+        s.publish_leader_info(&c, stale, "dispatcher", "pekko://stale", "s-stale")
+            .await,
+    );
+    assert_fenced(
+        "publish of a new component",
+        s.publish_leader_info(&c, stale, "resourcemanager", "pekko://stale", "s")
+            .await,
+    );
+    assert_fenced(
+        "delete leader info",
+        s.delete_leader_info(&c, stale, "dispatcher").await,
+    );
+    assert_eq!(s.list_leader_info(&c).await.unwrap(), before_info);
+
+    assert_fenced(
+        "add",
+        s.add_state_handle(&c, stale, &checkpoint(j, "2"), b"cp-2")
+            .await,
+    );
+    assert_eq!(
+        s.get_state_handle(&c, &checkpoint(j, "2")).await.unwrap(),
+        None
+    );
+    assert_fenced(
+        "replace",
+        s.replace_state_handle(&c, stale, &checkpoint(j, "1"), 1, b"stale")
+            .await,
+    );
+    assert_fenced(
+        "remove",
+        s.remove_state_handle(&c, stale, &checkpoint(j, "1")).await,
+    );
+    assert_eq!(
+        s.get_state_handle(&c, &checkpoint(j, "1"))
+            .await
+            .unwrap()
+            .as_ref(),
+        Some(&before_cp)
+    );
+
+    assert_fenced(
+        "get_and_increment",
+        s.counter_get_and_increment(&c, stale, j).await,
+    );
+    assert_fenced("set", s.counter_set(&c, stale, j, 1000).await);
+    assert_eq!(s.counter_get(&c, j).await.unwrap(), Some(2));
+
+    assert_fenced("remove job data", s.remove_job_ha_data(&c, stale, j).await);
+    assert!(s.get_state_handle(&c, &plan(j)).await.unwrap().is_some());
+    assert_eq!(s.list_leader_info(&c).await.unwrap(), before_info);
+
+    // A made-up epoch, and any epoch of a cluster nobody leads, are fenced too.
+    assert_fenced("future epoch", s.counter_set(&c, new.epoch + 1, j, 5).await);
+    assert_fenced(
+        "never leased",
+        s.add_state_handle(&cluster("nobody"), 1, &plan(j), b"x")
+            .await,
+    );
+
+    // The new epoch writes.
+    let info = s
+        .publish_leader_info(&c, new.epoch, "dispatcher", "pekko://b/dispatcher", "s-b")
+        .await
+        .unwrap();
+    assert_eq!(
+        (info.epoch, info.address.as_str()),
+        (new.epoch, "pekko://b/dispatcher")
+    );
+    assert_eq!(
+        s.replace_state_handle(&c, new.epoch, &checkpoint(j, "1"), 1, b"cp-1b")
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        s.counter_get_and_increment(&c, new.epoch, j).await.unwrap(),
+        2
+    );
+});
+
+const INCREMENTERS: usize = 32;
+
+backend_tests!(
+    concurrent_increments_never_hand_out_an_id_twice,
+    |ts| async move {
+        let c = cluster("counter");
+        let j = job();
+        let lease = acquire(&*ts.store, &c, "jm", LONG).await;
+        assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), None);
+        let barrier = Arc::new(tokio::sync::Barrier::new(INCREMENTERS));
+        let mut tasks = Vec::new();
+        for _ in 0..INCREMENTERS {
+            let store = ts.store.clone();
+            let barrier = barrier.clone();
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                store.counter_get_and_increment(&c, lease.epoch, j).await
+            }));
+        }
+        let mut ids = Vec::new();
+        for task in tasks {
+            ids.push(task.await.unwrap().expect("get_and_increment"));
+        }
+        let unique: BTreeSet<i64> = ids.iter().copied().collect();
+        assert_eq!(
+            unique.len(),
+            INCREMENTERS,
+            "an id handed out twice: {ids:?}"
+        );
+        assert_eq!(unique, (1..=INCREMENTERS as i64).collect::<BTreeSet<_>>());
+        assert_eq!(
+            ts.store.counter_get(&c, j).await.unwrap(),
+            Some(INCREMENTERS as i64 + 1)
+        );
+
+        // setCount, then the next id is the one set; the schema refuses a count below 1.
+        ts.store.counter_set(&c, lease.epoch, j, 100).await.unwrap();
+        assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), Some(100));
+        assert_eq!(
+            ts.store
+                .counter_get_and_increment(&c, lease.epoch, j)
+                .await
+                .unwrap(),
+            100
+        );
+        assert!(ts.store.counter_set(&c, lease.epoch, j, 0).await.is_err());
+        assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), Some(101));
+    }
+);
+
+backend_tests!(
+    replace_is_a_compare_and_set_on_the_version,
+    |ts| async move {
+        let s = &*ts.store;
+        let c = cluster("cas");
+        let e = acquire(s, &c, "jm", LONG).await.epoch;
+        let j = job();
+        let key = checkpoint(j, "0000000000000000042");
+        assert_eq!(s.add_state_handle(&c, e, &key, b"v1").await.unwrap(), 1);
+        match s.add_state_handle(&c, e, &key, b"again").await {
+            Err(StoreError::Conflict) => {}
+            other => panic!("a second add of one key: {other:?}"),
+        }
+        match s.replace_state_handle(&c, e, &key, 2, b"wrong").await {
+            Err(StoreError::VersionMismatch { current: 1 }) => {}
+            other => panic!("replace with a wrong version: {other:?}"),
+        }
+        let h = s.get_state_handle(&c, &key).await.unwrap().unwrap();
+        assert_eq!((h.version, h.handle.as_slice()), (1, &b"v1"[..]));
+        assert_eq!(
+            s.replace_state_handle(&c, e, &key, 1, b"v2").await.unwrap(),
+            2
+        );
+        let h = s.get_state_handle(&c, &key).await.unwrap().unwrap();
+        assert_eq!((h.version, h.handle.as_slice()), (2, &b"v2"[..]));
+        assert_eq!(h.job_id.as_deref(), Some(j.to_string().as_str()));
+        assert!(!h.marked_for_deletion);
+        match s
+            .replace_state_handle(&c, e, &checkpoint(j, "missing"), 1, b"x")
+            .await
+        {
+            Err(StoreError::NotFound) => {}
+            other => panic!("replace of a missing key: {other:?}"),
+        }
+        // The same name under another kind or job is another entry.
+        assert_eq!(
+            s.add_state_handle(&c, e, &checkpoint(job(), "0000000000000000042"), b"o")
+                .await
+                .unwrap(),
+            1
+        );
+        let listed = s
+            .list_state_handles(&c, HaKind::Checkpoint, Some(j))
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].version, 2);
+        assert!(
+            s.list_state_handles(&c, HaKind::ExecutionPlan, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+);
+
+backend_tests!(remove_is_idempotent, |ts| async move {
+    let s = &*ts.store;
+    let c = cluster("remove");
+    let e = acquire(s, &c, "jm", LONG).await.epoch;
+    let j = job();
+    s.add_state_handle(&c, e, &plan(j), b"plan").await.unwrap();
+    assert!(
+        s.remove_state_handle(&c, e, &plan(j)).await.unwrap(),
+        "removed"
+    );
+    assert!(
+        !s.remove_state_handle(&c, e, &plan(j)).await.unwrap(),
+        "already gone: Ok"
+    );
+    assert_eq!(s.get_state_handle(&c, &plan(j)).await.unwrap(), None);
+    s.publish_leader_info(&c, e, "restserver", "http://a:8081", "s")
+        .await
+        .unwrap();
+    assert!(s.delete_leader_info(&c, e, "restserver").await.unwrap());
+    assert!(!s.delete_leader_info(&c, e, "restserver").await.unwrap());
+    assert_eq!(s.get_leader_info(&c, "restserver").await.unwrap(), None);
+});
+
+backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
+    let s = &*ts.store;
+    let c = cluster("cleanup");
+    let e = acquire(s, &c, "jm", LONG).await.epoch;
+    let (gone, kept) = (job(), job());
+    for j in [gone, kept] {
+        s.publish_leader_info(&c, e, &j.to_string(), "pekko://jm", "s")
+            .await
+            .unwrap();
+        s.add_state_handle(&c, e, &plan(j), b"plan").await.unwrap();
+        s.add_state_handle(&c, e, &checkpoint(j, "1"), b"cp")
+            .await
+            .unwrap();
+        s.counter_get_and_increment(&c, e, j).await.unwrap();
+    }
+    s.publish_leader_info(&c, e, "dispatcher", "pekko://d", "s")
+        .await
+        .unwrap();
+    s.remove_job_ha_data(&c, e, gone).await.unwrap();
+    assert_eq!(
+        s.get_leader_info(&c, &gone.to_string()).await.unwrap(),
+        None
+    );
+    assert_eq!(s.get_state_handle(&c, &plan(gone)).await.unwrap(), None);
+    assert!(
+        s.list_state_handles(&c, HaKind::Checkpoint, Some(gone))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(s.counter_get(&c, gone).await.unwrap(), None);
+    assert!(
+        s.get_leader_info(&c, &kept.to_string())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(s.get_state_handle(&c, &plan(kept)).await.unwrap().is_some());
+    assert_eq!(
+        s.list_state_handles(&c, HaKind::Checkpoint, Some(kept))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(s.counter_get(&c, kept).await.unwrap(), Some(2));
+    assert!(s.get_leader_info(&c, "dispatcher").await.unwrap().is_some());
+
+    // Another cluster's data stays when one cluster is cleaned up.
+    let other = cluster("cleanup-other");
+    let oe = acquire(s, &other, "jm", LONG).await.epoch;
+    s.add_state_handle(&other, oe, &plan(kept), b"plan")
+        .await
+        .unwrap();
+    s.remove_cluster_ha_data(&c).await.unwrap();
+    assert!(s.list_leader_info(&c).await.unwrap().is_empty());
+    assert_eq!(s.get_state_handle(&c, &plan(kept)).await.unwrap(), None);
+    assert_eq!(s.counter_get(&c, kept).await.unwrap(), None);
+    assert!(
+        s.get_state_handle(&other, &plan(kept))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // The lease ended and its epoch stays: the next one is higher.
+    assert_fenced(
+        "after cleanup",
+        s.add_state_handle(&c, e, &plan(kept), b"x").await,
+    );
+    assert_eq!(acquire(s, &c, "jm", LONG).await.epoch, e + 1);
+});
+
+backend_tests!(the_views_answer, |ts| async move {
+    let s = &*ts.store;
+    let c = cluster("views");
+    let e = acquire(s, &c, "jm-1", LONG).await.epoch;
+    let j = job();
+    s.publish_leader_info(&c, e, "dispatcher", "pekko://d", "s")
+        .await
+        .unwrap();
+    s.publish_leader_info(&c, e, "resourcemanager", "pekko://r", "s")
+        .await
+        .unwrap();
+    for n in ["1", "2", "3"] {
+        s.add_state_handle(&c, e, &checkpoint(j, n), b"cp")
+            .await
+            .unwrap();
+    }
+    s.add_state_handle(&c, e, &plan(j), b"plan").await.unwrap();
+    for _ in 0..4 {
+        s.counter_get_and_increment(&c, e, j).await.unwrap();
+    }
+    assert_eq!(
+        scalar(
+            &ts,
+            "SELECT count(*) FROM ha_leaders WHERE cluster_id = 'views' \
+                     AND holder = 'jm-1' AND epoch = 1 AND live AND published_components = 2 \
+                     AND leader_since <= renewed_at AND renewed_at < expires_at"
+        )
+        .await,
+        1
+    );
+    let j = j.to_string();
+    assert_eq!(
+        scalar(
+            &ts,
+            &format!(
+                "SELECT handles FROM ha_held_state WHERE cluster_id = 'views' \
+                              AND kind = 'checkpoint' AND job_id = '{j}'"
+            )
+        )
+        .await,
+        3
+    );
+    assert_eq!(
+        scalar(
+            &ts,
+            &format!(
+                "SELECT next_checkpoint_id FROM ha_held_state \
+                              WHERE cluster_id = 'views' AND kind = 'checkpoint' \
+                              AND job_id = '{j}'"
+            )
+        )
+        .await,
+        5
+    );
+    assert_eq!(
+        scalar(
+            &ts,
+            "SELECT handles FROM ha_held_state WHERE cluster_id = 'views' \
+                     AND kind = 'execution-plan' AND job_id = ''"
+        )
+        .await,
+        1
+    );
+});
+
+backend_tests!(
+    the_schema_refuses_rows_the_store_would_not_write,
+    |ts| async move {
+        let now = match ts.backend {
+            Backend::Postgres => "now()",
+            Backend::Sqlite => "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+        };
+        let blob = match ts.backend {
+            Backend::Postgres => "'\\x00'::bytea",
+            Backend::Sqlite => "x'00'",
+        };
+        let lease = |epoch: i64| {
+            format!(
+                "INSERT INTO ha_leases (cluster_id, holder, epoch, expires_at) \
+             VALUES ('c{epoch}', 'h', {epoch}, {now})"
+            )
+        };
+        let handle = |kind: &str, version: i64| {
+            format!(
+                "INSERT INTO ha_state_handles (cluster_id, kind, job_id, name, version, handle) \
+             VALUES ('c', '{kind}', '', 'n{version}{kind}', {version}, {blob})"
+            )
+        };
+        let counter = |value: i64| {
+            format!(
+                "INSERT INTO ha_counters (cluster_id, job_id, value) \
+             VALUES ('c', '{}', {value})",
+                random_hex()
+            )
+        };
+        // The valid rows go in (so that the refusals below are the CHECKs' doing).
+        assert_eq!(execute(&ts, &lease(1)).await, Ok(1));
+        assert_eq!(execute(&ts, &handle("checkpoint", 1)).await, Ok(1));
+        assert_eq!(execute(&ts, &counter(1)).await, Ok(1));
+        for (what, sql) in [
+            ("epoch 0", lease(0)),
+            ("a negative epoch", lease(-1)),
+            ("an unknown kind", handle("savepoint", 1)),
+            ("version 0", handle("checkpoint", 0)),
+            ("counter 0", counter(0)),
+            (
+                "leader info of epoch 0",
+                "INSERT INTO ha_leader_info (cluster_id, component, epoch, address, session_id) \
+             VALUES ('c', 'dispatcher', 0, 'a', 's')"
+                    .to_owned(),
+            ),
+            (
+                "a job id that is not 32 hex",
+                format!(
+                    "INSERT INTO ha_state_handles (cluster_id, kind, job_id, name, version, handle) \
+                 VALUES ('c', 'checkpoint', 'JOB', 'n', 1, {blob})"
+                ),
+            ),
+        ] {
+            let r = execute(&ts, &sql).await;
+            let e = r.expect_err(what);
+            assert!(e.to_lowercase().contains("check"), "{what}: {e}");
+        }
+    }
+);
