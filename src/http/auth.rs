@@ -8,7 +8,7 @@
 //! With none configured, auth is off. With tokens, every request but `/healthz`, `/readyz`
 //! and `/metrics` needs `Authorization: Bearer <token>`: 401 without a known token, 403 when
 //! the token's scope is too low for the request (`GET`/`HEAD` need `read`, `PUT`/`DELETE`
-//! need `admin`, every other method `write`) or the request's cluster is not one of the
+//! need `admin` except under `/v1/clusters/{cluster}/ha/`, every other method `write`) or the request's cluster is not one of the
 //! token's (`/v1/clusters/{cluster}...` is for that cluster, the un-prefixed Flink routes
 //! `/jobs/...` for the default cluster; the cluster list `GET /v1/clusters` and any other
 //! path naming no cluster need a token for every cluster, `/openapi.json` excepted). Tokens
@@ -48,14 +48,23 @@ impl Scope {
         }
     }
 
-    /// The scope a request needs, by its method.
-    fn needed_by(method: &Method) -> Scope {
+    /// The scope a request needs, by its method; under `/v1/clusters/{cluster}/ha/` (Flink's
+    /// HA services: what a JobManager's plugin writes, `PUT` and `DELETE` included) every
+    /// write needs `write` only.
+    fn needed_by(method: &Method, path: &str) -> Scope {
         match *method {
             Method::GET | Method::HEAD => Scope::Read,
-            Method::PUT | Method::DELETE => Scope::Admin,
+            Method::PUT | Method::DELETE if !is_ha_path(path) => Scope::Admin,
             _ => Scope::Write,
         }
     }
+}
+
+/// `/v1/clusters/{cluster}/ha` or below.
+fn is_ha_path(path: &str) -> bool {
+    path.strip_prefix("/v1/clusters/")
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(_, rest)| rest == "ha" || rest.starts_with("ha/"))
 }
 
 /// The clusters a token is valid for.
@@ -386,7 +395,7 @@ pub fn denial(tokens: &Tokens, default_cluster: &ClusterId, req: &Request) -> Op
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Some(res);
     }
-    let needs = Scope::needed_by(req.method());
+    let needs = Scope::needed_by(req.method(), path);
     let target = target(path, default_cluster);
     let reaches = |clusters: &Clusters| match &target {
         Target::Nothing => true,
@@ -448,6 +457,35 @@ mod tests {
         assert!(Tokens::parse_env("read:short").is_err());
         assert!(Tokens::parse_env("readtoken").is_err());
         assert!(!format!("{t:?}").contains("reader-token"));
+    }
+
+    #[test]
+    fn ha_writes_need_write_and_other_puts_and_deletes_admin() {
+        use axum::http::Method;
+        let needs = |m: Method, p: &str| Scope::needed_by(&m, p);
+        assert_eq!(needs(Method::PUT, "/v1/clusters/c"), Scope::Admin);
+        assert_eq!(
+            needs(Method::DELETE, "/v1/clusters/c/job-results/x"),
+            Scope::Admin
+        );
+        assert_eq!(
+            needs(Method::PUT, "/v1/clusters/c/ha/leader-info/dispatcher"),
+            Scope::Write
+        );
+        assert_eq!(
+            needs(
+                Method::DELETE,
+                "/v1/clusters/c/ha/state-handles/checkpoint/x"
+            ),
+            Scope::Write
+        );
+        assert_eq!(needs(Method::PUT, "/v1/clusters/c/hab/x"), Scope::Admin);
+        assert_eq!(needs(Method::PUT, "/v1/clusters/ha"), Scope::Admin);
+        assert_eq!(needs(Method::GET, "/v1/clusters/c/ha/lease"), Scope::Read);
+        assert_eq!(
+            needs(Method::POST, "/v1/clusters/c/ha/lease/acquire"),
+            Scope::Write
+        );
     }
 
     #[test]
