@@ -410,14 +410,20 @@ fn ha_operations() -> Vec<Operation> {
               summary: &str,
               params: Vec<Value>,
               body: Option<&str>,
-              responses| Operation {
-        method,
-        path: format!("{base}{path}"),
-        tag: "ha",
-        summary: summary.into(),
-        params,
-        body: body.map(|b| json_body(schema_ref(b), true)),
-        responses,
+              mut responses: Vec<_>| {
+        // A route with a JSON body answers 415 to any other body, like every other.
+        if body.is_some() {
+            responses.push(err(415, "Not a JSON body"));
+        }
+        Operation {
+            method,
+            path: format!("{base}{path}"),
+            tag: "ha",
+            summary: summary.into(),
+            params,
+            body: body.map(|b| json_body(schema_ref(b), true)),
+            responses,
+        }
     };
     vec![
         op(
