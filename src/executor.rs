@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::flink::{self, AllowedHosts, FlinkAnswer, FlinkClient};
-use crate::ids::ClusterId;
+use crate::ids::FlinkRestUrl;
 use crate::metrics::Metrics;
 use crate::store::{
     Claimed, ClusterConfig, Operation, OperationKey, Outcome, Progress, Store, StoreError,
@@ -194,21 +194,7 @@ pub async fn drive(
         operation: op,
         flink_rest_url: base,
     } = claimed;
-    let key = match (
-        op.cluster_id.parse::<ClusterId>(),
-        op.job_id.parse(),
-        op.request_id.parse(),
-    ) {
-        (Ok(cluster), Ok(job), Ok(request)) => OperationKey {
-            cluster,
-            job,
-            request,
-        },
-        _ => {
-            tracing::error!(?op, "stored operation with malformed ids");
-            return;
-        }
-    };
+    let key = op.key();
     let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, attempt = op.attempt);
     drive_held(store, config, client, op, base, key)
         .instrument(span)
@@ -220,7 +206,7 @@ async fn drive_held(
     config: &ExecutorConfig,
     client: &FlinkClient,
     op: Operation,
-    base: String,
+    base: FlinkRestUrl,
     key: OperationKey,
 ) {
     let fence = op.attempt;
@@ -280,7 +266,7 @@ async fn drive_held(
             }
         }
         let answer = if triggered {
-            client.status(&base, &op.job_id, &op.request_id).await
+            client.status(&base, op.job_id, op.request_id).await
         } else {
             client.trigger(&base, &op).await
         };
@@ -320,7 +306,7 @@ async fn drive_held(
                     &config.metrics,
                     &key,
                     fence,
-                    Outcome::FailureCause(flink::lost_cause(&op.job_id, &op.request_id, &message)),
+                    Outcome::FailureCause(flink::lost_cause(op.job_id, op.request_id, &message)),
                 )
                 .await;
             }
@@ -330,7 +316,7 @@ async fn drive_held(
                     &config.metrics,
                     &key,
                     fence,
-                    Outcome::FailureCause(flink::rejected_cause(&op.job_id, code, &message)),
+                    Outcome::FailureCause(flink::rejected_cause(op.job_id, code, &message)),
                 )
                 .await;
             }

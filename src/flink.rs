@@ -10,10 +10,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::Url;
 use serde_json::{Value, json};
 
-use crate::ids::HexId;
+use crate::ids::{FlinkRestUrl, JobId, TriggerId};
 use crate::store::{Operation, OperationKind};
 
 /// Default of `--flink-max-answer`: far above Flink's largest answer (a failure-cause with
@@ -48,55 +47,6 @@ pub enum FlinkAnswer {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
 pub struct Unreachable(pub String);
-
-/// Checks a Flink REST URL and answers it normalised: `http://` or `https://` (in any
-/// case), a host, an optional port and path, nothing else (no user info, query or
-/// fragment; no white space, control character or backslash anywhere, which URL parsers
-/// silently drop or rewrite). The answer has a lowercase scheme and no trailing `/`, so it
-/// always satisfies the `clusters.flink_rest_url` CHECK of both schemas (`^https?://`).
-pub fn normalize_flink_url(raw: &str) -> Result<String, String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "must be an http:// or https:// base URL ({why}), got {raw:?}"
-        ))
-    };
-    if raw
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == '\\')
-    {
-        return bad("no white space, control character or backslash");
-    }
-    let lower = raw.get(..8).unwrap_or(raw).to_ascii_lowercase();
-    let rest = match (lower.starts_with("http://"), lower.starts_with("https://")) {
-        (true, _) => &raw[7..],
-        (_, true) => &raw[8..],
-        _ => return bad("it must start with http:// or https://"),
-    };
-    if rest.starts_with('/') {
-        return bad("a host is needed");
-    }
-    let url = match Url::parse(raw) {
-        Ok(u) => u,
-        Err(e) => return bad(&e.to_string()),
-    };
-    if !matches!(url.scheme(), "http" | "https") {
-        return bad("it must start with http:// or https://");
-    }
-    match url.host_str() {
-        None | Some("") => return bad("a host is needed"),
-        Some(_) => {}
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return bad("no user info");
-    }
-    if url.query().is_some() {
-        return bad("no query");
-    }
-    if url.fragment().is_some() {
-        return bad("no fragment");
-    }
-    Ok(url.as_str().trim_end_matches('/').to_owned())
-}
 
 /// `--flink-allowed-hosts`: the hosts the executor may send requests to. Host names match
 /// the URL's host exactly (case-insensitively), whatever they resolve to; IP addresses and
@@ -181,7 +131,7 @@ impl AllowedHosts {
         if self.is_empty() {
             return Ok(());
         }
-        let parsed = Url::parse(url).map_err(|e| format!("{url:?}: {e}"))?;
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?}: {e}"))?;
         let port = parsed.port_or_known_default().unwrap_or(80);
         let host = parsed.host_str().unwrap_or_default();
         let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
@@ -285,14 +235,14 @@ impl FlinkClient {
 
     /// The base URL as stored, normalised and checked against the allow-list; the
     /// failure-cause of an operation that cannot be sent there.
-    async fn checked_base(&self, base: &str) -> Result<String, Value> {
-        let base = normalize_flink_url(base).map_err(|e| {
+    async fn checked_base(&self, base: &FlinkRestUrl) -> Result<FlinkRestUrl, Value> {
+        let base: FlinkRestUrl = base.as_str().parse().map_err(|e| {
             failure_cause(
                 "FlinkAddressRefusedException",
                 &format!("flink-rest-url {e}"),
             )
         })?;
-        self.allowed.check_url(&base).await.map_err(|e| {
+        self.allowed.check_url(base.as_str()).await.map_err(|e| {
             failure_cause(
                 "FlinkAddressRefusedException",
                 &format!("jobstore does not send requests to {base}: {e}"),
@@ -303,7 +253,11 @@ impl FlinkClient {
 
     /// Triggers the operation on Flink with its request id as Flink's `triggerId`, so
     /// that a repeated trigger (after a crash or a take-over) never starts a second one.
-    pub async fn trigger(&self, base: &str, op: &Operation) -> Result<FlinkAnswer, Unreachable> {
+    pub async fn trigger(
+        &self,
+        base: &FlinkRestUrl,
+        op: &Operation,
+    ) -> Result<FlinkAnswer, Unreachable> {
         let base = match self.checked_base(base).await {
             Ok(b) => b,
             Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
@@ -356,9 +310,9 @@ impl FlinkClient {
     /// Asks Flink for the status of an operation.
     pub async fn status(
         &self,
-        base: &str,
-        job: &str,
-        request: &str,
+        base: &FlinkRestUrl,
+        job: JobId,
+        request: TriggerId,
     ) -> Result<FlinkAnswer, Unreachable> {
         let base = match self.checked_base(base).await {
             Ok(b) => b,
@@ -518,7 +472,7 @@ pub fn failure_cause(class: &str, message: &str) -> Value {
 }
 
 /// The failure-cause of an operation Flink no longer knows.
-pub fn lost_cause(job: &str, request: &str, flink_message: &str) -> Value {
+pub fn lost_cause(job: JobId, request: TriggerId, flink_message: &str) -> Value {
     failure_cause(
         "FlinkOperationLostException",
         &format!(
@@ -531,7 +485,7 @@ pub fn lost_cause(job: &str, request: &str, flink_message: &str) -> Value {
 }
 
 /// The failure-cause of an operation Flink refused.
-pub fn rejected_cause(job: &str, code: u16, flink_message: &str) -> Value {
+pub fn rejected_cause(job: JobId, code: u16, flink_message: &str) -> Value {
     failure_cause(
         "FlinkRequestRejectedException",
         &format!("Flink refused the savepoint request for job {job} with {code}: {flink_message}"),
@@ -557,6 +511,6 @@ pub fn owner_name() -> String {
     format!(
         "{host}/{}/{}",
         std::process::id(),
-        &HexId::random().to_string()[..8]
+        &TriggerId::random().to_string()[..8]
     )
 }

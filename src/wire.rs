@@ -4,7 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::ids::HexId;
+use std::fmt;
+
+use crate::ids::{ApplicationId, IdError, JobId};
 
 /// Which of Flink's two result stores an entry belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,6 +15,48 @@ pub enum ResultKind {
     Job,
     /// Flink 2.3's `ApplicationResultStore`, keyed by `result.application-id`.
     Application,
+}
+
+/// The id of a result-store entry: a job id (job results) or an application id (application
+/// results), so that the kind and the id always travel together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ResultId {
+    Job(JobId),
+    Application(ApplicationId),
+}
+
+impl ResultId {
+    pub fn kind(self) -> ResultKind {
+        match self {
+            ResultId::Job(_) => ResultKind::Job,
+            ResultId::Application(_) => ResultKind::Application,
+        }
+    }
+
+    /// Parses an id of the given kind (32 hex characters, either case).
+    pub fn parse(kind: ResultKind, s: &str) -> Result<Self, IdError> {
+        Ok(match kind {
+            ResultKind::Job => ResultId::Job(s.parse()?),
+            ResultKind::Application => ResultId::Application(s.parse()?),
+        })
+    }
+}
+
+impl fmt::Display for ResultId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResultId::Job(id) => id.fmt(f),
+            ResultId::Application(id) => id.fmt(f),
+        }
+    }
+}
+
+crate::ids::text_eq!(ResultId);
+
+impl serde::Serialize for ResultId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// Values Flink's `ApplicationStatus` (a JobResult's `application-status`) can take.
@@ -60,7 +104,7 @@ impl ResultKind {
     }
 
     /// Flink's message for a duplicate create (`IllegalStateException`).
-    pub fn conflict_message(self, id: HexId) -> String {
+    pub fn conflict_message(self, id: ResultId) -> String {
         format!(
             "{} already contains an entry for {} {id}",
             self.store_name(),
@@ -69,7 +113,7 @@ impl ResultKind {
     }
 
     /// Flink's message for marking an absent entry clean (`NoSuchElementException`).
-    pub fn not_present_message(self, id: HexId) -> String {
+    pub fn not_present_message(self, id: ResultId) -> String {
         format!(
             "Could not mark {} {id} as clean as it is not present in the {} result store.",
             self.noun(),
@@ -78,7 +122,7 @@ impl ResultKind {
     }
 
     /// The message for an unknown entry on reads and deletes.
-    pub fn not_found_message(self, id: HexId) -> String {
+    pub fn not_found_message(self, id: ResultId) -> String {
         format!(
             "There is no entry for {} {id} in the {} result store.",
             self.noun(),
@@ -90,7 +134,7 @@ impl ResultKind {
 /// Validates a submitted envelope and returns the entry's id and its `result` object.
 ///
 /// Errors name the offending field; unknown fields are allowed and kept.
-pub fn parse_envelope(kind: ResultKind, body: Value) -> Result<(HexId, Value), String> {
+pub fn parse_envelope(kind: ResultKind, body: Value) -> Result<(ResultId, Value), String> {
     let Value::Object(mut envelope) = body else {
         return Err("the body must be a JSON object {\"result\": {...}, \"version\": 1}".into());
     };
@@ -105,8 +149,8 @@ pub fn parse_envelope(kind: ResultKind, body: Value) -> Result<(HexId, Value), S
         None => return Err("field `result` is missing".into()),
     };
     let id = match kind {
-        ResultKind::Job => validate_job_result(&result)?,
-        ResultKind::Application => validate_application_result(&result)?,
+        ResultKind::Job => ResultId::Job(validate_job_result(&result)?),
+        ResultKind::Application => ResultId::Application(validate_application_result(&result)?),
     };
     let result = Value::Object(result);
     reject_nul(&result, "result")?;
@@ -189,14 +233,17 @@ fn field_path(field: &str) -> String {
     format!("field `result.{field}`")
 }
 
-fn required_id(result: &Map<String, Value>, field: &str) -> Result<HexId, String> {
+fn required_id<I: std::str::FromStr>(
+    result: &Map<String, Value>,
+    field: &str,
+) -> Result<I, String> {
     match result.get(field) {
         None => Err(format!("{} is missing", field_path(field))),
         Some(v) => parse_id(field, v),
     }
 }
 
-fn parse_id(field: &str, v: &Value) -> Result<HexId, String> {
+fn parse_id<I: std::str::FromStr>(field: &str, v: &Value) -> Result<I, String> {
     v.as_str()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("{} must be 32 hexadecimal characters", field_path(field)))
@@ -225,7 +272,7 @@ fn is_integer(v: &Value) -> bool {
     v.is_i64()
 }
 
-fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
+fn validate_job_result(result: &Map<String, Value>) -> Result<JobId, String> {
     let id = required_id(result, "id")?;
     optional(result, "name", Value::is_string, "a string")?;
     optional(
@@ -254,39 +301,30 @@ fn validate_job_result(result: &Map<String, Value>) -> Result<HexId, String> {
     )?;
     optional(result, "failure-cause", Value::is_object, "an object")?;
     if let Some(v) = result.get("application-id") {
-        parse_id("application-id", v)?;
+        parse_id::<ApplicationId>("application-id", v)?;
     }
-    optional(
-        result,
-        "start-time",
-        is_integer,
-        "an integer of at most 64 bits (epoch milliseconds)",
-    )?;
-    optional(
-        result,
-        "end-time",
-        is_integer,
-        "an integer of at most 64 bits (epoch milliseconds)",
-    )?;
+    times(result)?;
     Ok(id)
 }
 
-fn validate_application_result(result: &Map<String, Value>) -> Result<HexId, String> {
+/// `start-time` and `end-time`, when present: epoch milliseconds in a Java long.
+fn times(result: &Map<String, Value>) -> Result<(), String> {
+    for field in ["start-time", "end-time"] {
+        optional(
+            result,
+            field,
+            is_integer,
+            "an integer of at most 64 bits (epoch milliseconds)",
+        )?;
+    }
+    Ok(())
+}
+
+fn validate_application_result(result: &Map<String, Value>) -> Result<ApplicationId, String> {
     let id = required_id(result, "application-id")?;
     optional(result, "application-state", Value::is_string, "a string")?;
     optional(result, "application-name", Value::is_string, "a string")?;
-    optional(
-        result,
-        "start-time",
-        is_integer,
-        "an integer of at most 64 bits (epoch milliseconds)",
-    )?;
-    optional(
-        result,
-        "end-time",
-        is_integer,
-        "an integer of at most 64 bits (epoch milliseconds)",
-    )?;
+    times(result)?;
     Ok(id)
 }
 
@@ -295,7 +333,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn job(result: Value) -> Result<(HexId, Value), String> {
+    fn job(result: Value) -> Result<(ResultId, Value), String> {
         parse_envelope(ResultKind::Job, json!({"result": result, "version": 1}))
     }
 

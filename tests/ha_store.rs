@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Backend, TestStore, random_hex};
-use jobstore::ids::{ClusterId, HexId};
+use jobstore::ids::{ClusterId, JobId};
 use jobstore::store::{HaKind, Lease, StateHandleKey, Store, StoreError};
 use sqlx::Connection;
 
@@ -20,11 +20,11 @@ fn cluster(name: &str) -> ClusterId {
     name.parse().expect("a valid cluster id")
 }
 
-fn job() -> HexId {
+fn job() -> JobId {
     random_hex().parse().unwrap()
 }
 
-fn checkpoint(job: HexId, name: &str) -> StateHandleKey {
+fn checkpoint(job: JobId, name: &str) -> StateHandleKey {
     StateHandleKey {
         kind: HaKind::Checkpoint,
         job: Some(job),
@@ -32,7 +32,7 @@ fn checkpoint(job: HexId, name: &str) -> StateHandleKey {
     }
 }
 
-fn plan(job: HexId) -> StateHandleKey {
+fn plan(job: JobId) -> StateHandleKey {
     StateHandleKey {
         kind: HaKind::ExecutionPlan,
         job: None,
@@ -428,7 +428,7 @@ backend_tests!(
         );
         let h = s.get_state_handle(&c, &key).await.unwrap().unwrap();
         assert_eq!((h.version, h.handle.as_slice()), (2, &b"v2"[..]));
-        assert_eq!(h.job_id.as_deref(), Some(j.to_string().as_str()));
+        assert_eq!(h.job_id, Some(j));
         assert!(!h.marked_for_deletion);
         match s
             .replace_state_handle(&c, e, &checkpoint(j, "missing"), 1, b"x")
@@ -536,7 +536,7 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
     s.add_state_handle(&other, oe, &plan(kept), b"plan")
         .await
         .unwrap();
-    s.remove_cluster_ha_data(&c).await.unwrap();
+    s.remove_cluster_ha_data(&c, None).await.unwrap();
     assert!(s.list_leader_info(&c).await.unwrap().is_empty());
     assert_eq!(s.get_state_handle(&c, &plan(kept)).await.unwrap(), None);
     assert_eq!(s.counter_get(&c, kept).await.unwrap(), None);

@@ -20,7 +20,7 @@ use jobstore::store::{
     ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, ResultState,
     StateFilter, Store,
 };
-use jobstore::wire::ResultKind;
+use jobstore::wire::{ResultId, ResultKind};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -112,7 +112,10 @@ async fn tokens_guard_every_route_but_health_readiness_and_metrics() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(
         ts.store
-            .get_result(ResultKind::Job, &"c1".parse().unwrap(), id.parse().unwrap())
+            .get_result(
+                &"c1".parse().unwrap(),
+                ResultId::parse(ResultKind::Job, &id).unwrap()
+            )
             .await
             .unwrap()
             .is_none()
@@ -192,8 +195,8 @@ async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore)
     ts.store
         .put_cluster(
             &ClusterConfig {
-                cluster_id: cluster.to_string(),
-                flink_rest_url: Some("http://127.0.0.1:9".into()),
+                cluster_id: cluster.clone(),
+                flink_rest_url: Some("http://127.0.0.1:9".parse().unwrap()),
                 savepoint_directory: Some("file:///tmp/sp".into()),
             },
             ConfiguredBy::Api,
@@ -331,14 +334,11 @@ async fn clean_retention_removes_only_old_clean_entries(ts: TestStore) {
                 Kind::Application
             };
             store
-                .create_result(kind, &cluster, id.parse().unwrap(), &k.result(&id))
+                .create_result(&cluster, k.id(&id), &k.result(&id))
                 .await
                 .unwrap();
             if i % 2 == 0 {
-                store
-                    .mark_result_clean(kind, &cluster, id.parse().unwrap())
-                    .await
-                    .unwrap();
+                store.mark_result_clean(&cluster, k.id(&id)).await.unwrap();
             }
         }
         if i % 2 == 0 {
@@ -383,7 +383,7 @@ async fn clean_retention_removes_only_old_clean_entries(ts: TestStore) {
             )
             .await
             .unwrap();
-        let mut left_ids: Vec<String> = left.iter().map(|e| e.id.clone()).collect();
+        let mut left_ids: Vec<String> = left.iter().map(|e| e.id.to_string()).collect();
         left_ids.sort();
         let mut expected = dirty.clone();
         expected.sort();
@@ -404,22 +404,20 @@ async fn gc_command_applies_the_retention_once() {
     let kept = random_hex();
     ts.store
         .create_result(
-            ResultKind::Job,
             &cluster,
-            old.parse().unwrap(),
+            ResultId::parse(ResultKind::Job, &old).unwrap(),
             &Kind::Job.result(&old),
         )
         .await
         .unwrap();
     ts.store
-        .mark_result_clean(ResultKind::Job, &cluster, old.parse().unwrap())
+        .mark_result_clean(&cluster, ResultId::parse(ResultKind::Job, &old).unwrap())
         .await
         .unwrap();
     ts.store
         .create_result(
-            ResultKind::Job,
             &cluster,
-            kept.parse().unwrap(),
+            ResultId::parse(ResultKind::Job, &kept).unwrap(),
             &Kind::Job.result(&kept),
         )
         .await
@@ -440,14 +438,14 @@ async fn gc_command_applies_the_retention_once() {
     assert!(stdout.contains("removed 1 clean job results, 0 clean application results, 0 completed savepoint operations"), "{stdout}");
     assert!(
         ts.store
-            .get_result(ResultKind::Job, &cluster, old.parse().unwrap())
+            .get_result(&cluster, ResultId::parse(ResultKind::Job, &old).unwrap())
             .await
             .unwrap()
             .is_none()
     );
     assert!(
         ts.store
-            .get_result(ResultKind::Job, &cluster, kept.parse().unwrap())
+            .get_result(&cluster, ResultId::parse(ResultKind::Job, &kept).unwrap())
             .await
             .unwrap()
             .is_some()
@@ -608,7 +606,10 @@ fn error_of(body: &str) -> String {
 
 async fn stored(ts: &TestStore, kind: ResultKind, cluster: &str, id: &str) -> bool {
     ts.store
-        .get_result(kind, &cluster.parse().unwrap(), id.parse().unwrap())
+        .get_result(
+            &cluster.parse().unwrap(),
+            ResultId::parse(kind, id).unwrap(),
+        )
         .await
         .unwrap()
         .is_some()
@@ -810,7 +811,7 @@ backend_tests!(
             .await
             .unwrap()
             .into_iter()
-            .map(|c| c.cluster_id)
+            .map(|c| c.cluster_id.to_string())
             .collect();
         for cluster in ["x", "prod-eu", "staging"] {
             assert!(configured.iter().any(|c| c == cluster), "{configured:?}");

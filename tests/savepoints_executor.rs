@@ -15,6 +15,7 @@ use axum::http::StatusCode;
 use jobstore::executor::{self, ExecutorConfig};
 use jobstore::flink::FlinkClient;
 use jobstore::http::HttpConfig;
+use jobstore::ids::FlinkRestUrl;
 use jobstore::store::{
     Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationKey, OperationKind,
     OperationStatus, Outcome, Progress, StoreError,
@@ -579,8 +580,8 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     store
         .put_cluster(
             &ClusterConfig {
-                cluster_id: CLUSTER.into(),
-                flink_rest_url: Some(fake.url()),
+                cluster_id: CLUSTER.parse().unwrap(),
+                flink_rest_url: Some(fake.url().parse().unwrap()),
                 savepoint_directory: None,
             },
             ConfiguredBy::Api,
@@ -1139,8 +1140,9 @@ backend_tests!(
             ts.store
                 .put_cluster(
                     &ClusterConfig {
-                        cluster_id: (*cluster).into(),
-                        flink_rest_url: Some(url.clone()),
+                        cluster_id: cluster.parse().unwrap(),
+                        // Stored as it is, unchecked, as rows of older versions may be.
+                        flink_rest_url: Some(FlinkRestUrl::from_stored(url.clone())),
                         savepoint_directory: None,
                     },
                     ConfiguredBy::Api,

@@ -64,12 +64,9 @@ async fn seed(ts: &TestStore) {
         let body: serde_json::Value =
             serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         let (id, result) = parse_envelope(kind, body).unwrap();
-        store
-            .create_result(kind, &cluster, id, &result)
-            .await
-            .unwrap();
+        store.create_result(&cluster, id, &result).await.unwrap();
         if !name.starts_with("38dc") {
-            store.mark_result_clean(kind, &cluster, id).await.unwrap();
+            store.mark_result_clean(&cluster, id).await.unwrap();
         }
     }
     let app: serde_json::Value = serde_json::from_slice(
@@ -81,10 +78,7 @@ async fn seed(ts: &TestStore) {
     )
     .unwrap();
     let (id, result) = parse_envelope(ResultKind::Application, app).unwrap();
-    store
-        .create_result(ResultKind::Application, &cluster, id, &result)
-        .await
-        .unwrap();
+    store.create_result(&cluster, id, &result).await.unwrap();
     for (request, outcome) in [
         (
             "00000000000000000000000000000001",
@@ -122,8 +116,8 @@ async fn seed(ts: &TestStore) {
     store
         .put_cluster(
             &ClusterConfig {
-                cluster_id: "default".into(),
-                flink_rest_url: Some("http://127.0.0.1:8081".into()),
+                cluster_id: "default".parse().unwrap(),
+                flink_rest_url: Some("http://127.0.0.1:8081".parse().unwrap()),
                 savepoint_directory: Some("file:///var/flink/sp".into()),
             },
             ConfiguredBy::Api,
@@ -151,8 +145,8 @@ async fn seed(ts: &TestStore) {
         )
         .await
         .unwrap();
-    let job: jobstore::ids::HexId = "58356f7bb09581a7b8ddfe083b605679".parse().unwrap();
-    let key = |kind, job: Option<jobstore::ids::HexId>, name: &str| StateHandleKey {
+    let job: jobstore::ids::JobId = "58356f7bb09581a7b8ddfe083b605679".parse().unwrap();
+    let key = |kind, job: Option<jobstore::ids::JobId>, name: &str| StateHandleKey {
         kind,
         job,
         name: name.into(),

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use jobstore::ids::{ClusterId, HexId};
+use jobstore::ids::ClusterId;
 use jobstore::store::{Page, ResultEntry, ResultState, StateFilter, Store, StoreError};
 use serde_json::{Value, json};
 
@@ -16,10 +16,6 @@ use common::{KINDS, Kind, TestStore, flink_files, random_hex};
 
 fn cluster(name: &str) -> ClusterId {
     name.parse().expect("a valid cluster id")
-}
-
-fn hex(id: &str) -> HexId {
-    id.parse().expect("a valid hex id")
 }
 
 /// Flink's operations on the `Store` trait, for one cluster.
@@ -38,7 +34,7 @@ async fn store_adapter(ts: &TestStore, cluster_name: &str) -> StoreAdapter {
 impl StoreAdapter {
     async fn state(&self, kind: Kind, id: &str) -> Option<ResultState> {
         self.store
-            .get_result(kind.store(), &self.cluster, hex(id))
+            .get_result(&self.cluster, kind.id(id))
             .await
             .expect("get_result")
             .map(|e| e.state)
@@ -50,7 +46,7 @@ impl FlinkResultStore for StoreAdapter {
         let id = result[kind.result_id_field()].as_str().expect("an id");
         match self
             .store
-            .create_result(kind.store(), &self.cluster, hex(id), result)
+            .create_result(&self.cluster, kind.id(id), result)
             .await
         {
             Ok(entry) => {
@@ -68,7 +64,7 @@ impl FlinkResultStore for StoreAdapter {
     async fn mark_clean(&self, kind: Kind, id: &str) -> Result<(), Failure> {
         match self
             .store
-            .mark_result_clean(kind.store(), &self.cluster, hex(id))
+            .mark_result_clean(&self.cluster, kind.id(id))
             .await
         {
             Ok(entry) => {
@@ -141,7 +137,7 @@ async fn list_all(
             }
         }
         let full = page.len() == limit as usize;
-        after = page.last().map(|e| hex(&e.id));
+        after = page.last().map(|e| e.id);
         all.extend(page);
         if !full {
             return all;
@@ -158,31 +154,19 @@ backend_tests!(
             let result = kind.result(&id);
             let created = ts
                 .store
-                .create_result(kind.store(), &c, hex(&id), &result)
+                .create_result(&c, kind.id(&id), &result)
                 .await
                 .unwrap();
-            let cleaned = ts
-                .store
-                .mark_result_clean(kind.store(), &c, hex(&id))
-                .await
-                .unwrap();
+            let cleaned = ts.store.mark_result_clean(&c, kind.id(&id)).await.unwrap();
             assert_eq!(cleaned.state, ResultState::Clean);
             assert_eq!(cleaned.created_at, created.created_at);
             let cleaned_at = cleaned.cleaned_at.expect("cleaned_at");
             assert!(cleaned_at >= created.created_at);
             assert_eq!(cleaned.result, result);
             // Cleaning again changes nothing, not even cleaned_at.
-            let again = ts
-                .store
-                .mark_result_clean(kind.store(), &c, hex(&id))
-                .await
-                .unwrap();
+            let again = ts.store.mark_result_clean(&c, kind.id(&id)).await.unwrap();
             assert_eq!(again, cleaned);
-            let read = ts
-                .store
-                .get_result(kind.store(), &c, hex(&id))
-                .await
-                .unwrap();
+            let read = ts.store.get_result(&c, kind.id(&id)).await.unwrap();
             assert_eq!(read, Some(cleaned));
         }
     }
@@ -194,38 +178,22 @@ backend_tests!(delete_removes_an_entry_in_either_state, |ts| async move {
         let (dirty, clean) = (random_hex(), random_hex());
         for id in [&dirty, &clean] {
             ts.store
-                .create_result(kind.store(), &c, hex(id), &kind.result(id))
+                .create_result(&c, kind.id(id), &kind.result(id))
                 .await
                 .unwrap();
         }
         ts.store
-            .mark_result_clean(kind.store(), &c, hex(&clean))
+            .mark_result_clean(&c, kind.id(&clean))
             .await
             .unwrap();
         for id in [&dirty, &clean] {
-            assert!(
-                ts.store
-                    .delete_result(kind.store(), &c, hex(id))
-                    .await
-                    .unwrap()
-            );
-            assert!(
-                !ts.store
-                    .delete_result(kind.store(), &c, hex(id))
-                    .await
-                    .unwrap()
-            );
-            assert_eq!(
-                ts.store
-                    .get_result(kind.store(), &c, hex(id))
-                    .await
-                    .unwrap(),
-                None
-            );
+            assert!(ts.store.delete_result(&c, kind.id(id)).await.unwrap());
+            assert!(!ts.store.delete_result(&c, kind.id(id)).await.unwrap());
+            assert_eq!(ts.store.get_result(&c, kind.id(id)).await.unwrap(), None);
             // A deleted id can be registered again, as a new dirty entry.
             let again = ts
                 .store
-                .create_result(kind.store(), &c, hex(id), &kind.result(id))
+                .create_result(&c, kind.id(id), &kind.result(id))
                 .await
                 .unwrap();
             assert_eq!(again.state, ResultState::Dirty);
@@ -240,25 +208,19 @@ backend_tests!(clusters_and_kinds_never_see_each_other, |ts| async move {
     for c in [&a, &b] {
         for kind in KINDS {
             ts.store
-                .create_result(kind.store(), c, hex(&id), &kind.result(&id))
+                .create_result(c, kind.id(&id), &kind.result(&id))
                 .await
                 .unwrap();
         }
     }
     ts.store
-        .mark_result_clean(Kind::Job.store(), &a, hex(&id))
+        .mark_result_clean(&a, Kind::Job.id(&id))
         .await
         .unwrap();
     let state = |kind: Kind, c: ClusterId| {
         let store = ts.store.clone();
-        let id = hex(&id);
-        async move {
-            store
-                .get_result(kind.store(), &c, id)
-                .await
-                .unwrap()
-                .map(|e| e.state)
-        }
+        let id = kind.id(&id);
+        async move { store.get_result(&c, id).await.unwrap().map(|e| e.state) }
     };
     assert_eq!(state(Kind::Job, a.clone()).await, Some(ResultState::Clean));
     assert_eq!(state(Kind::Job, b.clone()).await, Some(ResultState::Dirty));
@@ -268,7 +230,7 @@ backend_tests!(clusters_and_kinds_never_see_each_other, |ts| async move {
     );
     assert!(
         ts.store
-            .delete_result(Kind::Application.store(), &b, hex(&id))
+            .delete_result(&b, Kind::Application.id(&id))
             .await
             .unwrap()
     );
@@ -281,24 +243,16 @@ backend_tests!(clusters_and_kinds_never_see_each_other, |ts| async move {
     // Another cluster's entries never appear in a listing or a get.
     let other = random_hex();
     ts.store
-        .create_result(
-            Kind::Job.store(),
-            &b,
-            hex(&other),
-            &Kind::Job.result(&other),
-        )
+        .create_result(&b, Kind::Job.id(&other), &Kind::Job.result(&other))
         .await
         .unwrap();
     let in_a = list_all(&*ts.store, Kind::Job, &a, StateFilter::All, 100).await;
     assert_eq!(
-        in_a.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        in_a.iter().map(|e| e.id.to_string()).collect::<Vec<_>>(),
         [id.as_str()]
     );
     assert_eq!(
-        ts.store
-            .get_result(Kind::Job.store(), &a, hex(&other))
-            .await
-            .unwrap(),
+        ts.store.get_result(&a, Kind::Job.id(&other)).await.unwrap(),
         None
     );
     let empty = cluster("cluster-empty");
@@ -322,21 +276,18 @@ backend_tests!(
         for i in 0..45 {
             let id = random_hex();
             ts.store
-                .create_result(kind.store(), &c, hex(&id), &kind.result(&id))
+                .create_result(&c, kind.id(&id), &kind.result(&id))
                 .await
                 .unwrap();
             if i % 3 == 0 {
-                ts.store
-                    .mark_result_clean(kind.store(), &c, hex(&id))
-                    .await
-                    .unwrap();
+                ts.store.mark_result_clean(&c, kind.id(&id)).await.unwrap();
                 clean.insert(id);
             } else {
                 dirty.insert(id);
             }
             let n = random_hex();
             ts.store
-                .create_result(kind.store(), &noise, hex(&n), &kind.result(&n))
+                .create_result(&noise, kind.id(&n), &kind.result(&n))
                 .await
                 .unwrap();
         }
@@ -384,19 +335,10 @@ backend_tests!(flink_files_are_kept_verbatim, |ts| async move {
         for (name, file) in files {
             let mut result = file["result"].clone();
             result["a-field-of-a-future-flink"] = json!({"nested": [1, "two", null, true, 2.5]});
-            let id = hex(result[kind.result_id_field()].as_str().unwrap());
-            let created = ts
-                .store
-                .create_result(kind.store(), &c, id, &result)
-                .await
-                .unwrap();
+            let id = kind.id(result[kind.result_id_field()].as_str().unwrap());
+            let created = ts.store.create_result(&c, id, &result).await.unwrap();
             assert_eq!(created.result, result, "{name}");
-            let read = ts
-                .store
-                .get_result(kind.store(), &c, id)
-                .await
-                .unwrap()
-                .unwrap();
+            let read = ts.store.get_result(&c, id).await.unwrap().unwrap();
             assert_eq!(read.result, result, "{name}");
             assert_eq!(read.id, id.to_string());
         }
@@ -433,7 +375,7 @@ backend_tests!(
                 let (store, c, id) = (ts.store.clone(), c.clone(), id.clone());
                 async move {
                     store
-                        .create_result(kind.store(), &c, hex(&id), &kind.result(&id))
+                        .create_result(&c, kind.id(&id), &kind.result(&id))
                         .await
                 }
             })
@@ -455,12 +397,12 @@ backend_tests!(
         for kind in KINDS {
             let id = random_hex();
             ts.store
-                .create_result(kind.store(), &c, hex(&id), &kind.result(&id))
+                .create_result(&c, kind.id(&id), &kind.result(&id))
                 .await
                 .unwrap();
             let outcomes = race(32, || {
                 let (store, c, id) = (ts.store.clone(), c.clone(), id.clone());
-                async move { store.mark_result_clean(kind.store(), &c, hex(&id)).await }
+                async move { store.mark_result_clean(&c, kind.id(&id)).await }
             })
             .await;
             let entries: Vec<ResultEntry> = outcomes
@@ -472,7 +414,7 @@ backend_tests!(
             assert!(cleaned_at.first().unwrap().is_some());
             let stored = ts
                 .store
-                .get_result(kind.store(), &c, hex(&id))
+                .get_result(&c, kind.id(&id))
                 .await
                 .unwrap()
                 .unwrap();

@@ -8,12 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Backend, TestStore, random_hex};
-use jobstore::ids::{ClusterId, HexId};
+use jobstore::ids::{ClusterId, JobId, TriggerId};
 use jobstore::store::{
-    ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, ResultState,
-    StateFilter, migrate,
+    ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, migrate,
 };
-use jobstore::wire::ResultKind;
 use sqlx::Connection;
 
 const CLAIMERS: usize = 16;
@@ -24,8 +22,8 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
     ts.store
         .put_cluster(
             &ClusterConfig {
-                cluster_id: cluster.to_string(),
-                flink_rest_url: Some("http://127.0.0.1:9".into()),
+                cluster_id: cluster.clone(),
+                flink_rest_url: Some("http://127.0.0.1:9".parse().unwrap()),
                 savepoint_directory: None,
             },
             ConfiguredBy::Api,
@@ -34,8 +32,8 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
         .unwrap();
     let key = OperationKey {
         cluster: cluster.clone(),
-        job: random_hex().parse::<HexId>().unwrap(),
-        request: random_hex().parse::<HexId>().unwrap(),
+        job: random_hex().parse::<JobId>().unwrap(),
+        request: random_hex().parse::<TriggerId>().unwrap(),
     };
     ts.store
         .create_operation(&NewOperation {
@@ -76,14 +74,8 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
     );
     let (i, claimed) = &winners[0];
     assert_eq!(
-        (
-            claimed.operation.job_id.as_str(),
-            claimed.operation.request_id.as_str()
-        ),
-        (
-            key.job.to_string().as_str(),
-            key.request.to_string().as_str()
-        )
+        (claimed.operation.job_id, claimed.operation.request_id),
+        (key.job, key.request)
     );
     assert_eq!(
         claimed.operation.attempt, 1,
@@ -119,12 +111,14 @@ async fn concurrent_claims_sqlite() {
 const CLEAN: i64 = 50_000;
 const DIRTY: i64 = 20;
 
+/// The statement the dirty listing of job results runs (`sql/*/job_results_list_dirty.sql`).
 fn listing(backend: migrate::Backend) -> String {
-    jobstore::store::list_results_sql(
-        backend,
-        ResultKind::Job,
-        StateFilter::Only(ResultState::Dirty),
-    )
+    let sql = jobstore::store::sql::JOB_RESULTS_LIST_DIRTY;
+    match backend {
+        migrate::Backend::Postgres => sql.postgres,
+        migrate::Backend::Sqlite => sql.sqlite,
+    }
+    .to_owned()
 }
 
 #[tokio::test]

@@ -93,7 +93,7 @@ impl TestDb {
             )
             .await
             .expect("list the entries");
-        list.into_iter().map(|e| (e.id.clone(), e)).collect()
+        list.into_iter().map(|e| (e.id.to_string(), e)).collect()
     }
 }
 
@@ -239,7 +239,7 @@ fn snapshot(entries: &BTreeMap<String, ResultEntry>) -> Vec<(String, ResultState
         .values()
         .map(|e| {
             (
-                e.id.clone(),
+                e.id.to_string(),
                 e.state,
                 e.result.clone(),
                 format!("{:?} {:?}", e.created_at, e.cleaned_at),
@@ -484,7 +484,7 @@ async fn import_and_export(backend: Backend) {
         let c2 = db.entries(kind, "c2").await;
         let strip = |m: &BTreeMap<String, ResultEntry>| {
             m.values()
-                .map(|e| (e.id.clone(), e.state, e.result.clone()))
+                .map(|e| (e.id.to_string(), e.state, e.result.clone()))
                 .collect::<Vec<_>>()
         };
         assert_eq!(strip(&c1), strip(&c2), "{kind:?}");

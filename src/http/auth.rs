@@ -15,7 +15,7 @@
 //! are compared as SHA-256 digests in constant time, and never logged nor echoed.
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -366,7 +366,7 @@ fn shown(cluster: &str) -> &str {
 }
 
 fn forbidden(message: String) -> Response {
-    ApiError::new(StatusCode::FORBIDDEN, message).into_response()
+    ApiError::Forbidden(message).into_response()
 }
 
 /// The check every request goes through (in `http::edge_layer`): the 401 or 403 answer
@@ -386,14 +386,7 @@ pub fn denial(tokens: &Tokens, default_cluster: &ClusterId, req: &Request) -> Op
         });
     let grants = presented.map(|t| tokens.grants_of(t)).unwrap_or_default();
     if grants.0.is_empty() {
-        let mut res = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "missing or unknown bearer token: send Authorization: Bearer <token>",
-        )
-        .into_response();
-        res.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return Some(res);
+        return Some(ApiError::Unauthorized.into_response());
     }
     let needs = Scope::needed_by(req.method(), path);
     let target = target(path, default_cluster);

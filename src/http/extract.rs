@@ -19,7 +19,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
             .await
             .map(|p| PathParams(p.0))
             .map_err(|e| {
-                ApiError::bad_request(format!(
+                ApiError::BadRequest(format!(
                     "Bad request, could not parse path parameters: {}",
                     e.body_text()
                 ))
@@ -37,9 +37,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for QueryPa
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| QueryParams(q.0))
-            .map_err(|e| {
-                ApiError::bad_request(format!("malformed query string: {}", e.body_text()))
-            })
+            .map_err(|e| ApiError::BadRequest(format!("malformed query string: {}", e.body_text())))
     }
 }
 
@@ -55,12 +53,9 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
             .map(RawBody)
             .map_err(|e| {
                 if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "the request body is larger than the configured limit",
-                    )
+                    ApiError::PayloadTooLarge
                 } else {
-                    ApiError::bad_request(format!(
+                    ApiError::BadRequest(format!(
                         "could not read the request body: {}",
                         e.body_text()
                     ))
@@ -95,14 +90,11 @@ impl<S: Send + Sync> FromRequest<S> for JsonValue {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         if !is_json(req.headers()) {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "expected a JSON body with Content-Type: application/json",
-            ));
+            return Err(ApiError::UnsupportedMediaType);
         }
         let RawBody(bytes) = RawBody::from_request(req, state).await?;
         serde_json::from_slice(&bytes)
             .map(JsonValue)
-            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
+            .map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {e}")))
     }
 }

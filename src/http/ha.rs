@@ -20,8 +20,8 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams};
 use super::results::time;
 use super::{AppState, parse_cluster, parse_hex};
-use crate::ids::{ClusterId, HexId};
-use crate::store::ha::MAX_HANDLE_BYTES;
+use crate::ids::{ClusterId, JobId};
+use crate::store::MAX_HANDLE_BYTES;
 use crate::store::{HaKind, LeaderInfo, StateHandle, StateHandleKey, StoreError};
 
 /// Longest lease a holder may ask for.
@@ -70,13 +70,13 @@ fn cluster(params: &HashMap<String, String>) -> ApiResult<ClusterId> {
 
 /// A body of type `T` (unknown fields refused, so that a misspelt `epoch` is no default).
 fn body<T: DeserializeOwned>(v: Value) -> ApiResult<T> {
-    serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("malformed body: {e}")))
+    serde_json::from_value(v).map_err(|e| ApiError::BadRequest(format!("malformed body: {e}")))
 }
 
 /// A text field within the schema's bounds, without NUL (PostgreSQL cannot keep it).
 fn text(what: &str, s: &str, max: usize) -> ApiResult<()> {
     if s.is_empty() || s.chars().count() > max || s.contains('\0') {
-        return Err(ApiError::bad_request(format!(
+        return Err(ApiError::BadRequest(format!(
             "{what} must be 1 to {max} characters, without NUL"
         )));
     }
@@ -85,13 +85,13 @@ fn text(what: &str, s: &str, max: usize) -> ApiResult<()> {
 
 fn positive(what: &str, n: i64) -> ApiResult<()> {
     if n < 1 {
-        return Err(ApiError::bad_request(format!("{what} must be at least 1")));
+        return Err(ApiError::BadRequest(format!("{what} must be at least 1")));
     }
     Ok(())
 }
 
 fn fenced() -> ApiError {
-    ApiError::conflict("fenced: the epoch is not the cluster's live lease")
+    ApiError::Conflict("fenced: the epoch is not the cluster's live lease".into())
 }
 
 /// Store errors of a fenced write: 409 for a lost lease, the rest as usual.
@@ -105,7 +105,7 @@ fn write_error(e: StoreError) -> ApiError {
 fn lease_duration(ms: u64) -> ApiResult<Duration> {
     let d = Duration::from_millis(ms);
     if ms == 0 || d > MAX_LEASE {
-        return Err(ApiError::bad_request(format!(
+        return Err(ApiError::BadRequest(format!(
             "duration-ms must be 1 to {}",
             MAX_LEASE.as_millis()
         )));
@@ -128,10 +128,10 @@ impl LeaseBody {
         let b: LeaseBody = body(v)?;
         text("holder", &b.holder, 256)?;
         if needs_epoch && b.epoch.is_none() {
-            return Err(ApiError::bad_request("epoch is required"));
+            return Err(ApiError::BadRequest("epoch is required".into()));
         }
         if needs_duration && b.duration_ms.is_none() {
-            return Err(ApiError::bad_request("duration-ms is required"));
+            return Err(ApiError::BadRequest("duration-ms is required".into()));
         }
         Ok(b)
     }
@@ -149,8 +149,8 @@ async fn acquire(
         Some(l) => Ok(Json(
             json!({"epoch": l.epoch, "expires-at": time(l.expires_at)}),
         )),
-        None => Err(ApiError::conflict(
-            "the lease is held by another holder and has not expired",
+        None => Err(ApiError::Conflict(
+            "the lease is held by another holder and has not expired".into(),
         )),
     }
 }
@@ -243,7 +243,7 @@ async fn get_leader_info(
     let component = component(&params)?;
     match state.store.get_leader_info(&c, component).await? {
         Some(i) => Ok(Json(leader_info_json(&i))),
-        None => Err(ApiError::not_found(format!(
+        None => Err(ApiError::NotFound(format!(
             "no leader information for {component}"
         ))),
     }
@@ -281,11 +281,11 @@ async fn delete_leader_info(
 fn kind(params: &HashMap<String, String>) -> ApiResult<HaKind> {
     let raw = param(params, "kind");
     HaKind::parse(raw).ok_or_else(|| {
-        ApiError::bad_request("kind must be execution-plan, application or checkpoint")
+        ApiError::BadRequest("kind must be execution-plan, application or checkpoint".into())
     })
 }
 
-fn job_of(raw: Option<&str>) -> ApiResult<Option<HexId>> {
+fn job_of(raw: Option<&str>) -> ApiResult<Option<JobId>> {
     raw.filter(|s| !s.is_empty())
         .map(|s| parse_hex("job id", s))
         .transpose()
@@ -307,7 +307,7 @@ fn to_hex(bytes: &[u8]) -> String {
 
 fn from_hex(s: &str) -> ApiResult<Vec<u8>> {
     let bad = || {
-        ApiError::bad_request(format!(
+        ApiError::BadRequest(format!(
             "handle must be 1 to {MAX_HANDLE_BYTES} bytes as an even number of hex digits"
         ))
     };
@@ -369,7 +369,9 @@ async fn add_handle(
         .await
     {
         Ok(version) => Ok((StatusCode::CREATED, Json(json!({"version": version}))).into_response()),
-        Err(StoreError::Conflict) => Err(ApiError::conflict("the state handle already exists")),
+        Err(StoreError::Conflict) => {
+            Err(ApiError::Conflict("the state handle already exists".into()))
+        }
         Err(e) => Err(write_error(e)),
     }
 }
@@ -384,7 +386,7 @@ async fn replace_handle(
     let key = key(&params, b.job.as_deref())?;
     let expected = b
         .expected_version
-        .ok_or_else(|| ApiError::bad_request("expected-version is required"))?;
+        .ok_or_else(|| ApiError::BadRequest("expected-version is required".into()))?;
     positive("expected-version", expected)?;
     let handle = from_hex(&b.handle)?;
     match state
@@ -393,7 +395,7 @@ async fn replace_handle(
         .await
     {
         Ok(version) => Ok(Json(json!({"version": version}))),
-        Err(StoreError::NotFound) => Err(ApiError::not_found("no such state handle")),
+        Err(StoreError::NotFound) => Err(ApiError::NotFound("no such state handle".into())),
         Err(e) => Err(write_error(e)),
     }
 }
@@ -407,7 +409,7 @@ async fn get_handle(
     let key = key(&params, q.job.as_deref())?;
     match state.store.get_state_handle(&c, &key).await? {
         Some(h) => Ok(Json(handle_json(&h))),
-        None => Err(ApiError::not_found("no such state handle")),
+        None => Err(ApiError::NotFound("no such state handle".into())),
     }
 }
 
@@ -443,7 +445,7 @@ async fn remove_handle(
 
 // ---- Counters ----
 
-fn counter_job(params: &HashMap<String, String>) -> ApiResult<HexId> {
+fn counter_job(params: &HashMap<String, String>) -> ApiResult<JobId> {
     parse_hex("job id", param(params, "jobid"))
 }
 
@@ -479,7 +481,7 @@ async fn get_counter(
     let job = counter_job(&params)?;
     match state.store.counter_get(&c, job).await? {
         Some(value) => Ok(Json(json!({"value": value}))),
-        None => Err(ApiError::not_found(format!("no counter for job {job}"))),
+        None => Err(ApiError::NotFound(format!("no counter for job {job}"))),
     }
 }
 
@@ -493,7 +495,7 @@ async fn set_counter(
     let b: CounterBody = body(v)?;
     let value = b
         .value
-        .ok_or_else(|| ApiError::bad_request("value is required"))?;
+        .ok_or_else(|| ApiError::BadRequest("value is required".into()))?;
     positive("value", value)?;
     state
         .store

@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, State};
-use axum::http::{StatusCode, Uri};
+use axum::http::Uri;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::ids::{ClusterId, HexId};
+use crate::ids::ClusterId;
 use crate::store::Store;
 use crate::wire::ResultKind;
 
@@ -129,21 +129,14 @@ async fn edge_layer(
         let limit = edge.request_timeout;
         match tokio::time::timeout(limit, next.run(req)).await {
             Ok(res) => res,
-            Err(_) => ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the request did not complete within {} s",
-                    limit.as_secs_f64()
-                ),
-            )
-            .into_response(),
+            Err(_) => ApiError::RequestTimeout(limit).into_response(),
         }
     };
     metrics::observe(&edge.metrics, route, method, handle).await
 }
 
 async fn not_found(uri: Uri) -> ApiError {
-    ApiError::not_found(format!("Unable to load requested file {}.", uri.path()))
+    ApiError::NoRoute(format!("Unable to load requested file {}.", uri.path()))
 }
 
 async fn method_not_allowed(uri: Uri) -> ApiError {
@@ -152,10 +145,7 @@ async fn method_not_allowed(uri: Uri) -> ApiError {
     if uri.path().contains("/jobs/") {
         return not_found(uri).await;
     }
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method not allowed for this route",
-    )
+    ApiError::MethodNotAllowed
 }
 
 async fn openapi_json() -> Json<serde_json::Value> {
@@ -171,11 +161,7 @@ async fn readyz(State(state): State<AppState>) -> axum::response::Response {
         Ok(()) => Json(json!({"status": "ready"})).into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "not ready");
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "not ready: the database is unreachable or not migrated",
-            )
-            .into_response()
+            ApiError::NotReady.into_response()
         }
     }
 }
@@ -183,15 +169,21 @@ async fn readyz(State(state): State<AppState>) -> axum::response::Response {
 /// Parses a cluster id from a path.
 pub fn parse_cluster(raw: &str) -> ApiResult<ClusterId> {
     raw.parse().map_err(|e| {
-        ApiError::bad_request(format!("cluster id {:?} is invalid: it {e}", truncate(raw)))
+        ApiError::BadRequest(format!("cluster id {:?} is invalid: it {e}", truncate(raw)))
     })
 }
 
-/// Parses a 32-hex id named `what`.
-pub fn parse_hex(what: &str, raw: &str) -> ApiResult<HexId> {
-    raw.parse().map_err(|e| {
-        ApiError::bad_request(format!("{what} {:?} is invalid: it {e}", truncate(raw)))
-    })
+/// Parses a 32-hex id named `what` (a job, application or trigger id).
+pub fn parse_hex<I: std::str::FromStr<Err = crate::ids::IdError>>(
+    what: &str,
+    raw: &str,
+) -> ApiResult<I> {
+    raw.parse().map_err(|e| bad_id(what, raw, e))
+}
+
+/// The answer to an id named `what` that does not parse.
+pub fn bad_id(what: &str, raw: &str, e: crate::ids::IdError) -> ApiError {
+    ApiError::BadRequest(format!("{what} {:?} is invalid: it {e}", truncate(raw)))
 }
 
 /// At most 64 characters of client input, for messages.

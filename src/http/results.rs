@@ -11,10 +11,10 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams};
-use super::{AppState, parse_cluster, parse_hex};
-use crate::ids::{ClusterId, HexId};
-use crate::store::{Page, ResultEntry, ResultState, StateFilter};
-use crate::wire::{ResultKind, parse_envelope};
+use super::{AppState, parse_cluster};
+use crate::ids::ClusterId;
+use crate::store::{Page, ResultEntry, ResultState, StateFilter, StoreError};
+use crate::wire::{ResultId, ResultKind, parse_envelope};
 
 /// Default and largest page of a listing.
 pub const DEFAULT_LIMIT: u32 = 1000;
@@ -81,7 +81,7 @@ impl Serialize for EntryRef<'_> {
 struct ListBody {
     kind: ResultKind,
     entries: Vec<ResultEntry>,
-    next: Option<String>,
+    next: Option<ResultId>,
 }
 
 impl Serialize for ListBody {
@@ -99,18 +99,26 @@ impl Serialize for ListBody {
     }
 }
 
-fn entry_path(kind: ResultKind, cluster: &ClusterId, id: HexId) -> String {
-    match kind {
+fn entry_path(cluster: &ClusterId, id: ResultId) -> String {
+    match id.kind() {
         ResultKind::Job => format!("/v1/clusters/{cluster}/job-results/{id}"),
         ResultKind::Application => format!("/v1/clusters/{cluster}/application-results/{id}"),
     }
 }
 
-fn parse_key(kind: ResultKind, (cluster, id): (String, String)) -> ApiResult<(ClusterId, HexId)> {
+fn parse_key(
+    kind: ResultKind,
+    (cluster, id): (String, String),
+) -> ApiResult<(ClusterId, ResultId)> {
     Ok((
         parse_cluster(&cluster)?,
-        parse_hex(kind.entry_id_field(), &id)?,
+        parse_id(kind, kind.entry_id_field(), &id)?,
     ))
+}
+
+/// An id of the kind's entries, named `what` in the message.
+fn parse_id(kind: ResultKind, what: &str, raw: &str) -> ApiResult<ResultId> {
+    ResultId::parse(kind, raw).map_err(|e| super::bad_id(what, raw, e))
 }
 
 async fn create(
@@ -120,15 +128,18 @@ async fn create(
     JsonValue(body): JsonValue,
 ) -> ApiResult<Response> {
     let cluster = parse_cluster(&cluster)?;
-    let (id, result) = parse_envelope(kind, body).map_err(ApiError::bad_request)?;
+    let (id, result) = parse_envelope(kind, body).map_err(ApiError::BadRequest)?;
     let entry = state
         .store
-        .create_result(kind, &cluster, id, &result)
+        .create_result(&cluster, id, &result)
         .await
-        .map_err(|e| ApiError::from_store(e, || kind.conflict_message(id), String::new))?;
+        .map_err(|e| match e {
+            StoreError::Conflict => ApiError::ResultExists(id),
+            e => e.into(),
+        })?;
     Ok((
         StatusCode::CREATED,
-        [(header::LOCATION, entry_path(kind, &cluster, id))],
+        [(header::LOCATION, entry_path(&cluster, id))],
         Json(EntryBody { kind, entry }),
     )
         .into_response())
@@ -140,9 +151,9 @@ async fn fetch(
     PathParams(key): PathParams<(String, String)>,
 ) -> ApiResult<Json<EntryBody>> {
     let (cluster, id) = parse_key(kind, key)?;
-    match state.store.get_result(kind, &cluster, id).await? {
+    match state.store.get_result(&cluster, id).await? {
         Some(entry) => Ok(Json(EntryBody { kind, entry })),
-        None => Err(ApiError::not_found(kind.not_found_message(id))),
+        None => Err(ApiError::ResultNotFound(id)),
     }
 }
 
@@ -152,18 +163,20 @@ async fn clean(
     PathParams(key): PathParams<(String, String)>,
 ) -> ApiResult<Response> {
     let (cluster, id) = parse_key(kind, key)?;
-    let absent = || kind.not_present_message(id);
     if state.config.delete_on_commit {
-        return match state.store.delete_result(kind, &cluster, id).await? {
+        return match state.store.delete_result(&cluster, id).await? {
             true => Ok(StatusCode::NO_CONTENT.into_response()),
-            false => Err(ApiError::not_found(absent())),
+            false => Err(ApiError::ResultNotPresent(id)),
         };
     }
     let entry = state
         .store
-        .mark_result_clean(kind, &cluster, id)
+        .mark_result_clean(&cluster, id)
         .await
-        .map_err(|e| ApiError::from_store(e, String::new, absent))?;
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::ResultNotPresent(id),
+            e => e.into(),
+        })?;
     Ok(Json(EntryBody { kind, entry }).into_response())
 }
 
@@ -173,9 +186,9 @@ async fn remove(
     PathParams(key): PathParams<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let (cluster, id) = parse_key(kind, key)?;
-    match state.store.delete_result(kind, &cluster, id).await? {
+    match state.store.delete_result(&cluster, id).await? {
         true => Ok(StatusCode::NO_CONTENT),
-        false => Err(ApiError::not_found(kind.not_found_message(id))),
+        false => Err(ApiError::ResultNotFound(id)),
     }
 }
 
@@ -198,7 +211,7 @@ async fn list(
         Some("dirty") => StateFilter::Only(ResultState::Dirty),
         Some("clean") => StateFilter::Only(ResultState::Clean),
         Some(other) => {
-            return Err(ApiError::bad_request(format!(
+            return Err(ApiError::BadRequest(format!(
                 "query parameter `state` must be dirty, clean or all, got {other:?}"
             )));
         }
@@ -207,7 +220,7 @@ async fn list(
     let after = q
         .after
         .as_deref()
-        .map(|a| parse_hex("after", a))
+        .map(|a| parse_id(kind, "after", a))
         .transpose()?;
     // One more than asked tells whether another page follows.
     let mut entries = state
@@ -224,7 +237,7 @@ async fn list(
         .await?;
     let next = if entries.len() > limit as usize {
         entries.truncate(limit as usize);
-        entries.last().map(|e| e.id.clone())
+        entries.last().map(|e| e.id)
     } else {
         None
     };
@@ -244,7 +257,7 @@ pub fn parse_limit(raw: Option<&str>) -> ApiResult<u32> {
             .ok()
             .filter(|n| (1..=MAX_LIMIT).contains(n))
             .ok_or_else(|| {
-                ApiError::bad_request(format!(
+                ApiError::BadRequest(format!(
                     "query parameter `limit` must be an integer from 1 to {MAX_LIMIT}, got {s:?}"
                 ))
             }),
@@ -260,8 +273,11 @@ mod tests {
     /// serialized straight from the entry: the bytes must not change.
     fn as_tree(kind: ResultKind, e: &ResultEntry) -> Value {
         let mut m = Map::new();
-        m.insert("cluster-id".into(), Value::String(e.cluster_id.clone()));
-        m.insert(kind.entry_id_field().into(), Value::String(e.id.clone()));
+        m.insert("cluster-id".into(), Value::String(e.cluster_id.to_string()));
+        m.insert(
+            kind.entry_id_field().into(),
+            Value::String(e.id.to_string()),
+        );
         m.insert("state".into(), Value::String(e.state.as_str().into()));
         m.insert("created-at".into(), Value::String(time(e.created_at)));
         m.insert(
@@ -272,22 +288,23 @@ mod tests {
         Value::Object(m)
     }
 
-    fn entries() -> Vec<ResultEntry> {
+    fn entries(kind: ResultKind) -> Vec<ResultEntry> {
+        let id = |hex: &str| ResultId::parse(kind, hex).unwrap();
         let t = chrono::DateTime::parse_from_rfc3339("2026-11-30T09:33:41.123456Z")
             .unwrap()
             .to_utc();
         vec![
             ResultEntry {
-                cluster_id: "prod-\"eu\"".into(),
-                id: "0123456789abcdef0123456789abcdef".into(),
+                cluster_id: "prod-eu.1_a".parse().unwrap(),
+                id: id("0123456789abcdef0123456789abcdef"),
                 state: ResultState::Dirty,
                 created_at: t,
                 cleaned_at: None,
                 result: json!({"zeta": 1, "alpha": [1.5, null, "ü\n"], "id": "x"}),
             },
             ResultEntry {
-                cluster_id: "prod".into(),
-                id: "fedcba9876543210fedcba9876543210".into(),
+                cluster_id: "prod".parse().unwrap(),
+                id: id("fedcba9876543210fedcba9876543210"),
                 state: ResultState::Clean,
                 created_at: t,
                 cleaned_at: Some(t + chrono::Duration::seconds(3)),
@@ -299,7 +316,7 @@ mod tests {
     #[test]
     fn an_entry_serializes_to_the_same_bytes_as_its_tree() {
         for kind in [ResultKind::Job, ResultKind::Application] {
-            for entry in entries() {
+            for entry in entries(kind) {
                 let want = serde_json::to_string(&as_tree(kind, &entry)).unwrap();
                 let got = serde_json::to_string(&EntryBody { kind, entry }).unwrap();
                 assert_eq!(got, want);
@@ -312,10 +329,10 @@ mod tests {
         for kind in [ResultKind::Job, ResultKind::Application] {
             for (entries, next) in [
                 (
-                    entries(),
-                    Some("fedcba9876543210fedcba9876543210".to_owned()),
+                    entries(kind),
+                    Some(ResultId::parse(kind, "fedcba9876543210fedcba9876543210").unwrap()),
                 ),
-                (entries(), None),
+                (entries(kind), None),
                 (Vec::new(), None),
             ] {
                 let list: Vec<Value> = entries.iter().map(|e| as_tree(kind, e)).collect();

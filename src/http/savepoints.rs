@@ -15,7 +15,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
 use super::results::{parse_limit, time};
 use super::{AppState, parse_cluster, parse_hex};
-use crate::ids::{ClusterId, HexId};
+use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId};
 use crate::store::{
     ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
     OperationKind, OperationStatus, Outcome, StoreError,
@@ -49,12 +49,12 @@ type Params = PathParams<HashMap<String, String>>;
 
 /// Flink's message for a path parameter that does not parse.
 fn bad_param(name: &str, raw: &str) -> ApiError {
-    ApiError::bad_request(format!(
+    ApiError::BadRequest(format!(
         "Bad request, could not parse parameters: Cannot resolve path parameter ({name}) from value \"{raw}\"."
     ))
 }
 
-fn flink_id(params: &HashMap<String, String>, name: &str) -> ApiResult<HexId> {
+fn flink_id<I: std::str::FromStr>(params: &HashMap<String, String>, name: &str) -> ApiResult<I> {
     let raw = params.get(name).map(String::as_str).unwrap_or_default();
     raw.parse().map_err(|_| bad_param(name, raw))
 }
@@ -71,7 +71,7 @@ fn cluster_of(state: &AppState, params: &HashMap<String, String>) -> ApiResult<C
 struct TriggerBody {
     target_directory: Option<String>,
     flag: bool,
-    trigger_id: Option<HexId>,
+    trigger_id: Option<TriggerId>,
     format_type: String,
 }
 
@@ -88,7 +88,7 @@ fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
         )
     };
     let malformed = || {
-        ApiError::bad_request(format!(
+        ApiError::BadRequest(format!(
             "Request did not match expected format {body_type}."
         ))
     };
@@ -114,7 +114,7 @@ fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
         Some(_) => return Err(malformed()),
     };
     let trigger_id = opt_str("triggerId")?
-        .map(|s| s.parse::<HexId>().map_err(|_| malformed()))
+        .map(|s| s.parse::<TriggerId>().map_err(|_| malformed()))
         .transpose()?;
     let format_type = match opt_str("formatType")?.as_deref() {
         None | Some("CANONICAL") => "CANONICAL".to_owned(),
@@ -144,10 +144,10 @@ async fn start_operation(
     stop: bool,
 ) -> ApiResult<Response> {
     let cluster = cluster_of(&state, &params)?;
-    let job = flink_id(&params, "jobid")?;
+    let job: JobId = flink_id(&params, "jobid")?;
     let body = parse_trigger_body(&bytes, stop)?;
     let accepted =
-        |id: &str| (StatusCode::ACCEPTED, Json(json!({ "request-id": id }))).into_response();
+        |id: &TriggerId| (StatusCode::ACCEPTED, Json(json!({ "request-id": id }))).into_response();
 
     // The same trigger id on the same job answers the existing operation, whatever its
     // state and whatever the other parameters.
@@ -174,7 +174,7 @@ async fn start_operation(
                 } else {
                     "target-directory"
                 };
-                return Err(ApiError::bad_request(format!(
+                return Err(ApiError::BadRequest(format!(
                     "Config key [execution.checkpointing.savepoint-dir] is not set. Property [{property}] must be provided."
                 )));
             }
@@ -190,7 +190,7 @@ async fn start_operation(
         key: OperationKey {
             cluster,
             job,
-            request: body.trigger_id.unwrap_or_else(HexId::random),
+            request: body.trigger_id.unwrap_or_else(TriggerId::random),
         },
         kind,
         target_directory: Some(target_directory),
@@ -218,12 +218,6 @@ pub fn status_json(op: &Operation) -> Value {
     }
 }
 
-fn unknown_operation(job: HexId, request: HexId) -> ApiError {
-    ApiError::not_found(format!(
-        "There is no savepoint operation with triggerId={request} for job {job}."
-    ))
-}
-
 async fn status(
     State(state): State<AppState>,
     PathParams(params): Params,
@@ -238,7 +232,10 @@ async fn status(
     };
     match state.store.get_operation(&key).await? {
         Some(op) => Ok(Json(status_json(&op))),
-        None => Err(unknown_operation(job, request)),
+        None => Err(ApiError::OperationNotFound {
+            job,
+            trigger: request,
+        }),
     }
 }
 
@@ -265,11 +262,11 @@ async fn complete(
     JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
-    let job = parse_hex(
+    let job: JobId = parse_hex(
         "job id",
         params.get("jobid").map(String::as_str).unwrap_or_default(),
     )?;
-    let request = parse_hex(
+    let request: TriggerId = parse_hex(
         "trigger id",
         params
             .get("triggerid")
@@ -277,30 +274,30 @@ async fn complete(
             .unwrap_or_default(),
     )?;
     let Value::Object(mut body) = body else {
-        return Err(ApiError::bad_request(
-            "the body must be {\"location\": \"...\"} or {\"failure-cause\": {...}}",
+        return Err(ApiError::BadRequest(
+            "the body must be {\"location\": \"...\"} or {\"failure-cause\": {...}}".into(),
         ));
     };
     for (field, value) in &body {
-        reject_nul(value, field).map_err(ApiError::bad_request)?;
-        reject_long_numbers(value, field).map_err(ApiError::bad_request)?;
+        reject_nul(value, field).map_err(ApiError::BadRequest)?;
+        reject_long_numbers(value, field).map_err(ApiError::BadRequest)?;
     }
     let outcome = match (body.remove("location"), body.remove("failure-cause")) {
         (Some(Value::String(l)), None) if !l.is_empty() => Outcome::Location(l),
         (None, Some(c @ Value::Object(_))) => Outcome::FailureCause(c),
         (Some(_), Some(_)) | (None, None) => {
-            return Err(ApiError::bad_request(
-                "exactly one of `location` and `failure-cause` must be given",
+            return Err(ApiError::BadRequest(
+                "exactly one of `location` and `failure-cause` must be given".into(),
             ));
         }
         (Some(_), None) => {
-            return Err(ApiError::bad_request(
-                "field `location` must be a non-empty string",
+            return Err(ApiError::BadRequest(
+                "field `location` must be a non-empty string".into(),
             ));
         }
         (None, Some(_)) => {
-            return Err(ApiError::bad_request(
-                "field `failure-cause` must be an object",
+            return Err(ApiError::BadRequest(
+                "field `failure-cause` must be an object".into(),
             ));
         }
     };
@@ -314,10 +311,13 @@ async fn complete(
         .complete_operation(&key, &outcome, None)
         .await
         .map_err(|e| match e {
-            StoreError::Conflict => ApiError::conflict(format!(
+            StoreError::Conflict => ApiError::Conflict(format!(
                 "savepoint operation {request} of job {job} is already completed with a different result"
             )),
-            StoreError::NotFound => unknown_operation(job, request),
+            StoreError::NotFound => ApiError::OperationNotFound {
+                job,
+                trigger: request,
+            },
             other => other.into(),
         })?;
     Ok(Json(operation_json(&op)))
@@ -347,7 +347,7 @@ async fn list(
     let status = match q.status.as_deref() {
         None | Some("") => None,
         Some(s) => Some(OperationStatus::parse(s).ok_or_else(|| {
-            ApiError::bad_request(format!(
+            ApiError::BadRequest(format!(
                 "query parameter `status` must be IN_PROGRESS or COMPLETED, got {s:?}"
             ))
         })?),
@@ -378,8 +378,9 @@ async fn list(
 }
 
 /// The listing cursor: the job id and request id of the last operation, 64 hex characters.
-fn parse_cursor(raw: &str) -> ApiResult<(HexId, HexId)> {
-    let bad = || ApiError::bad_request("query parameter `after` must be a cursor from `next`");
+fn parse_cursor(raw: &str) -> ApiResult<(JobId, TriggerId)> {
+    let bad =
+        || ApiError::BadRequest("query parameter `after` must be a cursor from `next`".into());
     if raw.len() != 64 || !raw.is_ascii() {
         return Err(bad());
     }
@@ -400,7 +401,7 @@ fn cluster_json(c: &ClusterConfig) -> Value {
 
 fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
     ClusterConfig {
-        cluster_id: cluster.to_string(),
+        cluster_id: cluster.clone(),
         flink_rest_url: None,
         savepoint_directory: None,
     }
@@ -417,7 +418,7 @@ async fn get_cluster(
         None if cluster == state.config.default_cluster => {
             Ok(Json(cluster_json(&empty_cluster(&cluster))))
         }
-        None => Err(ApiError::not_found(format!(
+        None => Err(ApiError::NotFound(format!(
             "cluster {cluster} is not configured"
         ))),
     }
@@ -430,18 +431,19 @@ async fn put_cluster(
 ) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;
     let Value::Object(body) = body else {
-        return Err(ApiError::bad_request(
-            "the body must be {\"flink-rest-url\": str|null, \"savepoint-directory\": str|null}",
+        return Err(ApiError::BadRequest(
+            "the body must be {\"flink-rest-url\": str|null, \"savepoint-directory\": str|null}"
+                .into(),
         ));
     };
     let mut config = empty_cluster(&cluster);
     for (field, value) in body {
-        reject_nul(&value, &field).map_err(ApiError::bad_request)?;
+        reject_nul(&value, &field).map_err(ApiError::BadRequest)?;
         let value = match value {
             Value::Null => None,
             Value::String(s) if !s.is_empty() => Some(s),
             _ => {
-                return Err(ApiError::bad_request(format!(
+                return Err(ApiError::BadRequest(format!(
                     "field `{field}` must be a non-empty string or null"
                 )));
             }
@@ -454,10 +456,10 @@ async fn put_cluster(
                         state
                             .config
                             .flink_allowed_hosts
-                            .check_url(&url)
+                            .check_url(url.as_str())
                             .await
                             .map_err(|e| {
-                                ApiError::bad_request(format!("field `flink-rest-url`: {e}"))
+                                ApiError::BadRequest(format!("field `flink-rest-url`: {e}"))
                             })?;
                         Some(url)
                     }
@@ -467,7 +469,7 @@ async fn put_cluster(
             "savepoint-directory" => config.savepoint_directory = value,
             "cluster-id" if value.as_deref() == Some(cluster.as_str()) => {}
             other => {
-                return Err(ApiError::bad_request(format!(
+                return Err(ApiError::BadRequest(format!(
                     "unknown field `{other}`: expected flink-rest-url and savepoint-directory"
                 )));
             }
@@ -482,17 +484,17 @@ async fn put_cluster(
     Ok(Json(cluster_json(&stored)))
 }
 
-/// A Flink REST URL, normalised (see [`crate::flink::normalize_flink_url`]); 400 otherwise.
-pub fn validate_flink_url(url: &str) -> ApiResult<String> {
-    crate::flink::normalize_flink_url(url)
-        .map_err(|e| ApiError::bad_request(format!("field `flink-rest-url` {e}")))
+/// A Flink REST URL, normalised (see [`FlinkRestUrl`]); 400 otherwise.
+fn validate_flink_url(url: &str) -> ApiResult<FlinkRestUrl> {
+    url.parse()
+        .map_err(|e| ApiError::BadRequest(format!("field `flink-rest-url` {e}")))
 }
 
 async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     let mut clusters = state.store.list_clusters().await?;
     if !clusters
         .iter()
-        .any(|c| c.cluster_id == state.config.default_cluster.as_str())
+        .any(|c| c.cluster_id == state.config.default_cluster)
     {
         clusters.push(empty_cluster(&state.config.default_cluster));
         clusters.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));

@@ -173,7 +173,3 @@ pub async fn migrate_sqlite(conn: &mut sqlx::SqliteConnection) -> StoreResult<us
         .map_err(|e| migration_error(Backend::Sqlite, e))?;
     Ok(report.applied_migrations().len())
 }
-
-/// The highest applied version, from refinery's history table (0 when there is none).
-pub const CURRENT_VERSION_SQL: &str =
-    "SELECT CAST(COALESCE(MAX(version), 0) AS BIGINT) FROM refinery_schema_history";

@@ -1,191 +1,36 @@
-//! Storage: one trait, a PostgreSQL and a SQLite implementation, and the migration runner.
-//! Nothing here knows about HTTP.
+//! Storage: the [`Store`] trait, its one implementation ([`SqlStore`], written once for
+//! PostgreSQL and SQLite), the SQL it runs (`sql/`, one file per statement), and the
+//! migration runner. Nothing here knows about HTTP.
+//!
+//! - `model`: the types the store keeps and answers;
+//! - `sql` and `sql/`: the statements, by name; `db`: running them on either backend;
+//! - `sql_store`: the implementation; `postgres`, `sqlite`: opening each backend;
+//! - `migrate`: the schema (`migrations/postgres`, `migrations/sqlite`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::ids::{ClusterId, HexId};
-use crate::wire::ResultKind;
+use crate::ids::{ClusterId, JobId};
+use crate::wire::{ResultId, ResultKind};
 
-pub mod ha;
-mod ha_sql;
+mod db;
+mod error;
 pub mod migrate;
-pub mod operations;
-mod operations_sql;
-pub mod postgres;
-mod results_sql;
-pub mod sqlite;
-pub mod timed;
+mod model;
+mod postgres;
+pub mod sql;
+mod sql_store;
+mod sqlite;
 
-pub use ha::{HaKind, LeaderInfo, Lease, StateHandle, StateHandleKey};
-pub use operations::{
-    Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationKey, OperationKind,
-    OperationStatus, Outcome, Progress,
-};
+pub use error::{StoreError, StoreResult};
+pub use model::*;
+pub use sql_store::SqlStore;
 
-/// Errors of the storage layer. Database text stays here and in the server log: callers
-/// get the variant, never the message.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A write that conflicts with what is stored (a duplicate key).
-    #[error("conflicting write")]
-    Conflict,
-    /// The entry or operation does not exist.
-    #[error("not found")]
-    NotFound,
-    /// The database cannot be reached or is refusing work for now.
-    #[error("database unavailable: {0}")]
-    Unavailable(#[source] sqlx::Error),
-    /// Any other database failure.
-    #[error("database error: {0}")]
-    Database(#[source] sqlx::Error),
-    /// The schema cannot be brought to this version (see the message).
-    #[error("{0}")]
-    Migration(String),
-    /// The database cannot keep a value of the request as it was sent (PostgreSQL: a
-    /// `\u0000` in text or jsonb, or a number its jsonb prints back in a form that cannot be
-    /// read again). Nothing was stored.
-    #[error("value the database cannot keep: {0}")]
-    Unstorable(#[source] sqlx::Error),
-    /// An HA write whose lease epoch is not the cluster's live lease (a deposed or expired
-    /// leader). Nothing was written.
-    #[error("fenced: the lease epoch is not the cluster's live lease")]
-    Fenced,
-    /// A compare-and-set whose expected version is not the stored one. Nothing was written.
-    #[error("version mismatch: the stored version is {current}")]
-    VersionMismatch { current: i64 },
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
-        use sqlx::Error as E;
-        match &e {
-            E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::Protocol(_) => {
-                StoreError::Unavailable(e)
-            }
-            E::Database(db) => {
-                if db.is_unique_violation() {
-                    return StoreError::Conflict;
-                }
-                let code = db.code().unwrap_or_default();
-                // PostgreSQL: 08xxx connection exceptions, 57P0x shutdown/cannot connect now,
-                // 53xxx insufficient resources. SQLite: 5 busy, 6 locked (after busy timeout).
-                let unavailable = code.starts_with("08")
-                    || code.starts_with("57P")
-                    || code.starts_with("53")
-                    || matches!(code.as_ref(), "5" | "6" | "517" | "262");
-                // PostgreSQL's class 22, data exceptions: a value of the request that the
-                // column cannot hold (22P05 `\u0000` in jsonb, 22021 NUL in text, ...).
-                let unstorable = code.len() == 5 && code.starts_with("22");
-                if unavailable {
-                    StoreError::Unavailable(e)
-                } else if unstorable {
-                    StoreError::Unstorable(e)
-                } else {
-                    StoreError::Database(e)
-                }
-            }
-            _ => StoreError::Database(e),
-        }
-    }
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
-
-/// The two states of a result-store entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResultState {
-    Dirty,
-    Clean,
-}
-
-impl ResultState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResultState::Dirty => "dirty",
-            ResultState::Clean => "clean",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Result<Self, sqlx::Error> {
-        match s {
-            "dirty" => Ok(ResultState::Dirty),
-            "clean" => Ok(ResultState::Clean),
-            other => Err(sqlx::Error::Decode(
-                format!("unknown result state {other:?}").into(),
-            )),
-        }
-    }
-}
-
-/// One job result or application result as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResultEntry {
-    pub cluster_id: String,
-    pub id: String,
-    pub state: ResultState,
-    pub created_at: DateTime<Utc>,
-    pub cleaned_at: Option<DateTime<Utc>>,
-    /// The submitted `result` JSON, every field kept.
-    pub result: Value,
-}
-
-/// Which entries a listing returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateFilter {
-    All,
-    Only(ResultState),
-}
-
-/// A page of a listing: entries of one cluster ordered by id, after a cursor.
-#[derive(Debug, Clone, Copy)]
-pub struct Page {
-    pub after: Option<HexId>,
-    pub limit: u32,
-}
-
-/// Which savepoint operations a listing returns, ordered by (job id, request id).
-#[derive(Debug, Clone, Copy)]
-pub struct OperationFilter {
-    pub job: Option<HexId>,
-    pub status: Option<OperationStatus>,
-    /// The (job id, request id) of the last operation of the previous page.
-    pub after: Option<(HexId, HexId)>,
-    pub limit: u32,
-}
-
-/// Entries of one kind, cluster and state, for metrics.
-#[derive(Debug, Clone)]
-pub struct ResultCount {
-    pub kind: ResultKind,
-    pub cluster_id: String,
-    pub state: ResultState,
-    pub count: i64,
-    /// When the oldest of them was created.
-    pub oldest: Option<DateTime<Utc>>,
-}
-
-/// Savepoint operations of one cluster and status, for metrics.
-#[derive(Debug, Clone)]
-pub struct OperationCount {
-    pub cluster_id: String,
-    pub status: OperationStatus,
-    pub count: i64,
-}
-
-/// What `/metrics` reports of the stored data.
-#[derive(Debug, Clone, Default)]
-pub struct Stats {
-    pub results: Vec<ResultCount>,
-    pub operations: Vec<OperationCount>,
-}
-
-/// Everything the service keeps. One implementation per backend; both pass one suite.
+/// Everything the service keeps. Every call is answered within the store's `--db-timeout`
+/// ([`StoreError::Timeout`] beyond it).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// "postgres" or "sqlite".
@@ -205,12 +50,13 @@ pub trait Store: Send + Sync + 'static {
     /// Counts of entries and operations, for metrics.
     async fn stats(&self) -> StoreResult<Stats>;
 
+    // ---- Result stores (Flink's JobResultStore and ApplicationResultStore) ----
+
     /// Registers a dirty entry. A present id, dirty or clean, is [`StoreError::Conflict`].
     async fn create_result(
         &self,
-        kind: ResultKind,
         cluster: &ClusterId,
-        id: HexId,
+        id: ResultId,
         result: &Value,
     ) -> StoreResult<ResultEntry>;
 
@@ -218,38 +64,30 @@ pub trait Store: Send + Sync + 'static {
     /// so that no reader ever sees them dirty). A present id is [`StoreError::Conflict`].
     async fn create_result_as(
         &self,
-        kind: ResultKind,
         cluster: &ClusterId,
-        id: HexId,
+        id: ResultId,
         result: &Value,
         state: ResultState,
     ) -> StoreResult<ResultEntry>;
 
     async fn get_result(
         &self,
-        kind: ResultKind,
         cluster: &ClusterId,
-        id: HexId,
+        id: ResultId,
     ) -> StoreResult<Option<ResultEntry>>;
 
     /// Dirty becomes clean; clean stays as it is (same `cleaned_at`); absent is
     /// [`StoreError::NotFound`].
     async fn mark_result_clean(
         &self,
-        kind: ResultKind,
         cluster: &ClusterId,
-        id: HexId,
+        id: ResultId,
     ) -> StoreResult<ResultEntry>;
 
     /// Removes an entry in whatever state; false when there was none.
-    async fn delete_result(
-        &self,
-        kind: ResultKind,
-        cluster: &ClusterId,
-        id: HexId,
-    ) -> StoreResult<bool>;
+    async fn delete_result(&self, cluster: &ClusterId, id: ResultId) -> StoreResult<bool>;
 
-    /// Entries of one cluster ordered by id, at most `page.limit` of them.
+    /// Entries of one kind and cluster ordered by id, at most `page.limit` of them.
     async fn list_results(
         &self,
         kind: ResultKind,
@@ -260,6 +98,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Removes clean entries cleaned longer ago than `retention`.
     async fn purge_clean_results(&self, kind: ResultKind, retention: Duration) -> StoreResult<u64>;
+
+    // ---- Savepoint operations and cluster configuration ----
 
     /// Starts an operation; when its trigger id is already taken for this cluster and job,
     /// answers the existing operation and `false`.
@@ -316,8 +156,8 @@ pub trait Store: Send + Sync + 'static {
 
     async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>>;
 
-    // ---- HA services (issue 15): see `ha` and `ha_sql`. Writes with an `epoch` land only
-    // while it holds the cluster's live lease, else [`StoreError::Fenced`].
+    // ---- Flink's HA services. Writes with an `epoch` land only while it holds the
+    // cluster's live lease, else [`StoreError::Fenced`]. ----
 
     /// Takes the cluster's lease for `duration` (database clock): a free or expired lease
     /// gets a new epoch (1, then + 1 at each acquisition); the live holder asking again
@@ -381,9 +221,9 @@ pub trait Store: Send + Sync + 'static {
         handle: &[u8],
     ) -> StoreResult<i64>;
 
-    /// Compare-and-set: replaces the handle when its version is `expected_version` and
-    /// answers the new version; else [`StoreError::VersionMismatch`],
-    /// [`StoreError::NotFound`] or [`StoreError::Fenced`].
+    /// Compare-and-set: replaces the handle when its version is `expected_version` (and it
+    /// is not marked for deletion) and answers the new version; else
+    /// [`StoreError::VersionMismatch`], [`StoreError::NotFound`] or [`StoreError::Fenced`].
     async fn replace_state_handle(
         &self,
         cluster: &ClusterId,
@@ -391,6 +231,15 @@ pub trait Store: Send + Sync + 'static {
         key: &StateHandleKey,
         expected_version: i64,
         handle: &[u8],
+    ) -> StoreResult<i64>;
+
+    /// Marks a handle for deletion (the first phase of Flink's `releaseAndTryRemove`),
+    /// fenced; answers its version, [`StoreError::NotFound`] when absent.
+    async fn mark_state_handle_for_deletion(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
     ) -> StoreResult<i64>;
 
     async fn get_state_handle(
@@ -404,7 +253,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         cluster: &ClusterId,
         kind: HaKind,
-        job: Option<HexId>,
+        job: Option<JobId>,
     ) -> StoreResult<Vec<StateHandle>>;
 
     /// Removes a handle, fenced. Idempotent: `Ok` means it is gone; true when this call
@@ -422,21 +271,25 @@ pub trait Store: Send + Sync + 'static {
         &self,
         cluster: &ClusterId,
         epoch: i64,
-        job: HexId,
+        job: JobId,
     ) -> StoreResult<i64>;
 
     /// The next id the counter hands out; `None` when the job has no counter (Flink starts
     /// at 1).
-    async fn counter_get(&self, cluster: &ClusterId, job: HexId) -> StoreResult<Option<i64>>;
+    async fn counter_get(&self, cluster: &ClusterId, job: JobId) -> StoreResult<Option<i64>>;
 
     /// Flink's `setCount`, fenced (a value below 1 is refused by the schema).
     async fn counter_set(
         &self,
         cluster: &ClusterId,
         epoch: i64,
-        job: HexId,
+        job: JobId,
         value: i64,
     ) -> StoreResult<()>;
+
+    /// Removes a job's counter (Flink's `shutdown` in a globally terminal state), fenced;
+    /// `Ok` also when there was none.
+    async fn counter_remove(&self, cluster: &ClusterId, epoch: i64, job: JobId) -> StoreResult<()>;
 
     /// A job's HA data, fenced, in one transaction: its JobManager leader information (the
     /// component named by the job id), its checkpoints and any handle kept under the job,
@@ -445,12 +298,17 @@ pub trait Store: Send + Sync + 'static {
         &self,
         cluster: &ClusterId,
         epoch: i64,
-        job: HexId,
+        job: JobId,
     ) -> StoreResult<()>;
 
-    /// Every HA entry of a cluster (Flink's `cleanupAllData`); the lease row stays,
-    /// expired, so that epochs never repeat.
-    async fn remove_cluster_ha_data(&self, cluster: &ClusterId) -> StoreResult<()>;
+    /// Every HA entry of a cluster (Flink's `cleanupAllData`), fenced by `epoch` when given
+    /// (a leader), unconditionally without (an operator); the lease row stays, expired, so
+    /// that epochs never repeat.
+    async fn remove_cluster_ha_data(
+        &self,
+        cluster: &ClusterId,
+        epoch: Option<i64>,
+    ) -> StoreResult<()>;
 }
 
 /// How to reach the database.
@@ -461,7 +319,8 @@ pub struct StoreConfig {
     pub url: String,
     /// Most connections to hold (PostgreSQL; SQLite uses one writer and this many readers).
     pub max_connections: u32,
-    /// How long a request waits for a connection before it is answered 503.
+    /// How long a request waits for a connection before it is answered 503, and how long
+    /// any store call may take.
     pub acquire_timeout: Duration,
     /// Apply migrations when opening.
     pub migrate: bool,
@@ -501,7 +360,7 @@ const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
 /// also finds connections left broken); the one on the way in is kept for connections that
 /// sat idle long enough to have been lost since (a restarted server, a dropped network),
 /// and skipped for the others (BENCHMARKS.md: point selects up to 1.5x the throughput).
-pub(crate) fn ping_only_idle<DB: sqlx::Database>(
+fn ping_only_idle<DB: sqlx::Database>(
     options: sqlx::pool::PoolOptions<DB>,
 ) -> sqlx::pool::PoolOptions<DB> {
     options
@@ -519,425 +378,18 @@ pub(crate) fn ping_only_idle<DB: sqlx::Database>(
 /// Opens the store the URL names, applying migrations first when asked to.
 pub async fn open(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
     let url = config.url.as_str();
-    // Every call bounded by the timeout, not only the wait for a connection.
-    let timed = |store: Arc<dyn Store>| -> Arc<dyn Store> {
-        Arc::new(timed::Timed::new(store, config.acquire_timeout))
-    };
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(timed(Arc::new(postgres::PgStore::open(config).await?)))
+    let db = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        postgres::open(config).await?
     } else if url.starts_with("sqlite:") {
-        Ok(timed(Arc::new(sqlite::SqliteStore::open(config).await?)))
+        sqlite::open(config).await?
     } else {
         anyhow::bail!(
             "unsupported --database-url {}: use postgres://... or sqlite://PATH",
             redact_url(url)
         )
-    }
-}
-
-/// Whether a JSON value holds a number with a fraction or an exponent that f64 holds. Since
-/// serde_json keeps every number as its text (`arbitrary_precision`), no number comes back
-/// in a form serde_json refuses (before, PostgreSQL's jsonb printing 1.7976931348623157e308
-/// with all its 309 digits did); the read-back of such results stays as a net. Integers of
-/// any size, strings, booleans and nulls come back exactly as sent.
-pub(crate) fn has_float(v: &Value) -> bool {
-    match v {
-        Value::Number(n) => n.is_f64(),
-        Value::Array(items) => items.iter().any(has_float),
-        Value::Object(m) => m.values().any(has_float),
-        Value::Null | Value::Bool(_) | Value::String(_) => false,
-    }
-}
-
-/// Decodes the columns every result query selects:
-/// `cluster_id, id, state, result, created_at, cleaned_at`.
-pub(crate) fn entry_from_row<'r, R>(row: &'r R) -> Result<ResultEntry, sqlx::Error>
-where
-    R: sqlx::Row,
-    usize: sqlx::ColumnIndex<R>,
-    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    DateTime<Utc>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    Option<DateTime<Utc>>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    sqlx::types::Json<Value>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let state: String = row.try_get(2)?;
-    let sqlx::types::Json(result) = row.try_get(3)?;
-    Ok(ResultEntry {
-        cluster_id: row.try_get(0)?,
-        id: row.try_get(1)?,
-        state: ResultState::parse(&state)?,
-        result,
-        created_at: row.try_get(4)?,
-        cleaned_at: row.try_get(5)?,
-    })
-}
-
-/// The table and id column of a result kind (names, never input).
-pub(crate) fn result_table(kind: ResultKind) -> (&'static str, &'static str) {
-    match kind {
-        ResultKind::Job => ("job_results", "job_id"),
-        ResultKind::Application => ("application_results", "application_id"),
-    }
-}
-
-/// The statement [`Store::list_results`] runs on a backend (parameters: cluster, cursor,
-/// limit), for EXPLAIN: `jobstore-bench` shows its plan.
-pub fn list_results_sql(
-    backend: migrate::Backend,
-    kind: ResultKind,
-    filter: StateFilter,
-) -> String {
-    let dialect = match backend {
-        migrate::Backend::Postgres => results_sql::POSTGRES,
-        migrate::Backend::Sqlite => results_sql::SQLITE,
     };
-    results_sql::ResultSql::new(kind, dialect)
-        .list(filter)
-        .to_owned()
+    Ok(Arc::new(SqlStore::new(db, config.acquire_timeout)))
 }
-
-/// Implements [`Store`] for a backend whose inherent `*_impl` methods come from
-/// `result_store_methods!` and `operation_store_methods!`.
-macro_rules! impl_store {
-    ($store:ty, $name:literal, $backend:expr) => {
-        #[async_trait::async_trait]
-        impl $crate::store::Store for $store {
-            fn backend(&self) -> &'static str {
-                $name
-            }
-
-            async fn ready(&self) -> $crate::store::StoreResult<()> {
-                let version: i64 = sqlx::query_scalar($crate::store::migrate::CURRENT_VERSION_SQL)
-                    .fetch_one(&self.read)
-                    .await?;
-                let latest = $crate::store::migrate::latest_version($backend);
-                if version == latest {
-                    Ok(())
-                } else {
-                    Err($crate::store::StoreError::Migration(format!(
-                        "schema version {version}, this jobstore needs {latest}"
-                    )))
-                }
-            }
-
-            fn pool_connections(&self) -> (u32, usize) {
-                self.pool_connections_impl()
-            }
-
-            async fn close(&self) {
-                self.close_impl().await
-            }
-
-            async fn stats(&self) -> StoreResult<$crate::store::Stats> {
-                self.stats_impl().await
-            }
-
-            async fn create_result(
-                &self,
-                kind: ResultKind,
-                cluster: &ClusterId,
-                id: HexId,
-                result: &Value,
-            ) -> StoreResult<ResultEntry> {
-                self.create_result_impl(
-                    kind,
-                    cluster,
-                    id,
-                    result,
-                    $crate::store::ResultState::Dirty,
-                )
-                .await
-            }
-
-            async fn create_result_as(
-                &self,
-                kind: ResultKind,
-                cluster: &ClusterId,
-                id: HexId,
-                result: &Value,
-                state: $crate::store::ResultState,
-            ) -> StoreResult<ResultEntry> {
-                self.create_result_impl(kind, cluster, id, result, state)
-                    .await
-            }
-
-            async fn get_result(
-                &self,
-                kind: ResultKind,
-                cluster: &ClusterId,
-                id: HexId,
-            ) -> StoreResult<Option<ResultEntry>> {
-                self.get_result_impl(kind, cluster, id).await
-            }
-
-            async fn mark_result_clean(
-                &self,
-                kind: ResultKind,
-                cluster: &ClusterId,
-                id: HexId,
-            ) -> StoreResult<ResultEntry> {
-                self.mark_result_clean_impl(kind, cluster, id).await
-            }
-
-            async fn delete_result(
-                &self,
-                kind: ResultKind,
-                cluster: &ClusterId,
-                id: HexId,
-            ) -> StoreResult<bool> {
-                self.delete_result_impl(kind, cluster, id).await
-            }
-
-            async fn list_results(
-                &self,
-                kind: ResultKind,
-                cluster: &ClusterId,
-                filter: StateFilter,
-                page: Page,
-            ) -> StoreResult<Vec<ResultEntry>> {
-                self.list_results_impl(kind, cluster, filter, page).await
-            }
-
-            async fn purge_clean_results(
-                &self,
-                kind: ResultKind,
-                retention: Duration,
-            ) -> StoreResult<u64> {
-                self.purge_clean_results_impl(kind, retention).await
-            }
-
-            async fn create_operation(&self, new: &NewOperation) -> StoreResult<(Operation, bool)> {
-                self.create_operation_impl(new).await
-            }
-
-            async fn get_operation(&self, key: &OperationKey) -> StoreResult<Option<Operation>> {
-                self.get_operation_impl(key).await
-            }
-
-            async fn list_operations(
-                &self,
-                cluster: &ClusterId,
-                filter: &OperationFilter,
-            ) -> StoreResult<Vec<Operation>> {
-                self.list_operations_impl(cluster, filter).await
-            }
-
-            async fn complete_operation(
-                &self,
-                key: &OperationKey,
-                outcome: &Outcome,
-                fence: Option<i32>,
-            ) -> StoreResult<Operation> {
-                self.complete_operation_impl(key, outcome, fence).await
-            }
-
-            async fn claim_operation(
-                &self,
-                owner: &str,
-                lease: Duration,
-            ) -> StoreResult<Option<Claimed>> {
-                self.claim_operation_impl(owner, lease).await
-            }
-
-            async fn renew_operation(
-                &self,
-                key: &OperationKey,
-                attempt: i32,
-                lease: Duration,
-                progress: &Progress,
-            ) -> StoreResult<bool> {
-                self.renew_operation_impl(key, attempt, lease, progress)
-                    .await
-            }
-
-            async fn expire_operations(
-                &self,
-                timeout: Duration,
-                cause: &Value,
-            ) -> StoreResult<u64> {
-                self.expire_operations_impl(timeout, cause).await
-            }
-
-            async fn purge_operations(&self, retention: Duration) -> StoreResult<u64> {
-                self.purge_operations_impl(retention).await
-            }
-
-            async fn put_cluster(
-                &self,
-                config: &ClusterConfig,
-                by: ConfiguredBy,
-            ) -> StoreResult<Option<ClusterConfig>> {
-                self.put_cluster_impl(config, by).await
-            }
-
-            async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>> {
-                self.get_cluster_impl(cluster).await
-            }
-
-            async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>> {
-                self.list_clusters_impl().await
-            }
-
-            async fn acquire_lease(
-                &self,
-                cluster: &ClusterId,
-                holder: &str,
-                duration: Duration,
-            ) -> StoreResult<Option<$crate::store::Lease>> {
-                self.acquire_lease_impl(cluster, holder, duration).await
-            }
-
-            async fn renew_lease(
-                &self,
-                cluster: &ClusterId,
-                holder: &str,
-                epoch: i64,
-                duration: Duration,
-            ) -> StoreResult<bool> {
-                self.renew_lease_impl(cluster, holder, epoch, duration)
-                    .await
-            }
-
-            async fn release_lease(
-                &self,
-                cluster: &ClusterId,
-                holder: &str,
-                epoch: i64,
-            ) -> StoreResult<bool> {
-                self.release_lease_impl(cluster, holder, epoch).await
-            }
-
-            async fn publish_leader_info(
-                &self,
-                cluster: &ClusterId,
-                epoch: i64,
-                component: &str,
-                address: &str,
-                session_id: &str,
-            ) -> StoreResult<$crate::store::LeaderInfo> {
-                self.publish_leader_info_impl(cluster, epoch, component, address, session_id)
-                    .await
-            }
-
-            async fn delete_leader_info(
-                &self,
-                cluster: &ClusterId,
-                epoch: i64,
-                component: &str,
-            ) -> StoreResult<bool> {
-                self.delete_leader_info_impl(cluster, epoch, component)
-                    .await
-            }
-
-            async fn get_leader_info(
-                &self,
-                cluster: &ClusterId,
-                component: &str,
-            ) -> StoreResult<Option<$crate::store::LeaderInfo>> {
-                self.get_leader_info_impl(cluster, component).await
-            }
-
-            async fn list_leader_info(
-                &self,
-                cluster: &ClusterId,
-            ) -> StoreResult<Vec<$crate::store::LeaderInfo>> {
-                self.list_leader_info_impl(cluster).await
-            }
-
-            async fn add_state_handle(
-                &self,
-                cluster: &ClusterId,
-                epoch: i64,
-                key: &$crate::store::StateHandleKey,
-                handle: &[u8],
-            ) -> StoreResult<i64> {
-                self.add_state_handle_impl(cluster, epoch, key, handle)
-                    .await
-            }
-
-            async fn replace_state_handle(
-                &self,
-                cluster: &ClusterId,
-                epoch: i64,
-                key: &$crate::store::StateHandleKey,
-                expected_version: i64,
-                handle: &[u8],
-            ) -> StoreResult<i64> {
-                self.replace_state_handle_impl(cluster, epoch, key, expected_version, handle)
-                    .await
-            }
-
-            async fn get_state_handle(
-                &self,
-                cluster: &ClusterId,
-                key: &$crate::store::StateHandleKey,
-            ) -> StoreResult<Option<$crate::store::StateHandle>> {
-                self.get_state_handle_impl(cluster, key).await
-            }
-
-            async fn list_state_handles(
-                &self,
-                cluster: &ClusterId,
-                kind: $crate::store::HaKind,
-                job: Option<HexId>,
-            ) -> StoreResult<Vec<$crate::store::StateHandle>> {
-                self.list_state_handles_impl(cluster, kind, job).await
-            }
-
-            async fn remove_state_handle(
-                &self,
-                cluster: &ClusterId,
-                epoch: i64,
-                key: &$crate::store::StateHandleKey,
-            ) -> StoreResult<bool> {
-                self.remove_state_handle_impl(cluster, epoch, key).await
-            }
-
-            async fn counter_get_and_increment(
-                &self,
-                cluster: &ClusterId,
-                epoch: i64,
-                job: HexId,
-            ) -> StoreResult<i64> {
-                self.counter_get_and_increment_impl(cluster, epoch, job)
-                    .await
-            }
-
-            async fn counter_get(
-                &self,
-                cluster: &ClusterId,
-                job: HexId,
-            ) -> StoreResult<Option<i64>> {
-                self.counter_get_impl(cluster, job).await
-            }
-
-            async fn counter_set(
-                &self,
-                cluster: &ClusterId,
-                epoch: i64,
-                job: HexId,
-                value: i64,
-            ) -> StoreResult<()> {
-                self.counter_set_impl(cluster, epoch, job, value).await
-            }
-
-            async fn remove_job_ha_data(
-                &self,
-                cluster: &ClusterId,
-                epoch: i64,
-                job: HexId,
-            ) -> StoreResult<()> {
-                self.remove_job_ha_data_impl(cluster, epoch, job).await
-            }
-
-            async fn remove_cluster_ha_data(&self, cluster: &ClusterId) -> StoreResult<()> {
-                self.remove_cluster_ha_data_impl(cluster).await
-            }
-        }
-    };
-}
-
-pub(crate) use impl_store;
 
 #[cfg(test)]
 mod tests {
@@ -949,20 +401,5 @@ mod tests {
         );
         assert_eq!(super::redact_url("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(super::redact_url("sqlite://x.db"), "sqlite://x.db");
-    }
-
-    #[test]
-    fn finds_floats_at_any_depth() {
-        use serde_json::json;
-        let no = json!({"a": [1, -2, u64::MAX, i64::MIN, "1.5", null, true], "b": {"c": 0}});
-        assert!(!super::has_float(&no));
-        for yes in [
-            json!(1.5),
-            json!(1e5),
-            json!([1, {"x": 1.7976931348623157e308}]),
-            json!({"a": {"b": [0.0]}}),
-        ] {
-            assert!(super::has_float(&yes), "{yes}");
-        }
     }
 }

@@ -511,6 +511,11 @@ impl Kind {
         }
     }
 
+    /// An id of this kind's entries, from its hex text.
+    pub fn id(self, hex: &str) -> jobstore::wire::ResultId {
+        jobstore::wire::ResultId::parse(self.store(), hex).expect("a valid hex id")
+    }
+
     /// The path segment after `/v1/clusters/{cluster}/`.
     pub fn segment(self) -> &'static str {
         match self {

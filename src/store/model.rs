@@ -1,0 +1,341 @@
+//! What the store keeps: the types its methods take and answer. Every row is decoded by
+//! column name into one of these (typed ids included), in `store::rows`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId, sql_text};
+use crate::wire::{ResultId, ResultKind};
+
+/// Defines an enum the schema keeps as text (its CHECK lists the same strings): `as_str`,
+/// `FromStr`, `Display` and the database encoding.
+macro_rules! text_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)+
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// The value of a text, `None` for any other text.
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($text => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                Self::parse(s).ok_or_else(|| format!("unknown {} {s:?}", stringify!($name)))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        sql_text!($name);
+    };
+}
+
+// ---- Result stores ---------------------------------------------------------------------------
+
+text_enum!(
+    /// The two states of a result-store entry.
+    ResultState {
+        Dirty = "dirty",
+        Clean = "clean",
+    }
+);
+
+impl serde::Serialize for ResultState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One job result or application result as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultEntry {
+    pub cluster_id: ClusterId,
+    /// The job id (job results) or the application id (application results).
+    pub id: ResultId,
+    pub state: ResultState,
+    pub created_at: DateTime<Utc>,
+    pub cleaned_at: Option<DateTime<Utc>>,
+    /// The submitted `result` JSON, every field kept.
+    pub result: Value,
+}
+
+/// Which entries a listing returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFilter {
+    All,
+    Only(ResultState),
+}
+
+/// A page of a listing: entries of one cluster and kind ordered by id, after a cursor (an
+/// id of that kind).
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub after: Option<ResultId>,
+    pub limit: u32,
+}
+
+/// Entries of one kind, cluster and state, for metrics.
+#[derive(Debug, Clone)]
+pub struct ResultCount {
+    pub kind: ResultKind,
+    pub cluster_id: String,
+    pub state: ResultState,
+    pub count: i64,
+    /// When the oldest of them was created.
+    pub oldest: Option<DateTime<Utc>>,
+}
+
+/// Savepoint operations of one cluster and status, for metrics.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OperationCount {
+    pub cluster_id: String,
+    pub status: OperationStatus,
+    pub count: i64,
+}
+
+/// What `/metrics` reports of the stored data.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    pub results: Vec<ResultCount>,
+    pub operations: Vec<OperationCount>,
+}
+
+// ---- Savepoint operations and clusters ------------------------------------------------------
+
+text_enum!(
+    /// Flink's savepoint trigger kinds.
+    OperationKind {
+        /// `POST /jobs/:id/savepoints` (`cancel-job` false).
+        Savepoint = "SAVEPOINT",
+        /// `POST /jobs/:id/savepoints` with `cancel-job` true.
+        CancelWithSavepoint = "CANCEL_WITH_SAVEPOINT",
+        /// `POST /jobs/:id/stop` (`drain` false).
+        StopWithSavepoint = "STOP_WITH_SAVEPOINT",
+        /// `POST /jobs/:id/stop` with `drain` true.
+        TerminateWithSavepoint = "TERMINATE_WITH_SAVEPOINT",
+    }
+);
+
+impl OperationKind {
+    /// Whether Flink runs it through `/stop` rather than `/savepoints`.
+    pub fn is_stop(self) -> bool {
+        matches!(
+            self,
+            OperationKind::StopWithSavepoint | OperationKind::TerminateWithSavepoint
+        )
+    }
+}
+
+text_enum!(
+    /// Flink's operation status: a failed savepoint is COMPLETED with a failure-cause.
+    OperationStatus {
+        InProgress = "IN_PROGRESS",
+        Completed = "COMPLETED",
+    }
+);
+
+/// The identity of an operation: a trigger id is unique per cluster and job.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OperationKey {
+    pub cluster: ClusterId,
+    pub job: JobId,
+    pub request: TriggerId,
+}
+
+/// A savepoint operation as stored.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Operation {
+    pub cluster_id: ClusterId,
+    pub job_id: JobId,
+    pub request_id: TriggerId,
+    pub kind: OperationKind,
+    pub status: OperationStatus,
+    pub target_directory: Option<String>,
+    /// "CANONICAL" or "NATIVE".
+    pub format_type: String,
+    pub location: Option<String>,
+    #[sqlx(json(nullable))]
+    pub failure_cause: Option<Value>,
+    pub created_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+    /// Executor bookkeeping: attempt number (the fence), lease holder, trigger time.
+    pub attempt: i32,
+    pub lease_owner: Option<String>,
+    pub triggered_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+}
+
+impl Operation {
+    pub fn key(&self) -> OperationKey {
+        OperationKey {
+            cluster: self.cluster_id.clone(),
+            job: self.job_id,
+            request: self.request_id,
+        }
+    }
+
+    /// The completed result, if any.
+    pub fn outcome(&self) -> Option<Outcome> {
+        match (&self.location, &self.failure_cause) {
+            (Some(l), _) => Some(Outcome::Location(l.clone())),
+            (None, Some(c)) => Some(Outcome::FailureCause(c.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// Which savepoint operations a listing returns, ordered by (job id, request id).
+#[derive(Debug, Clone, Copy)]
+pub struct OperationFilter {
+    pub job: Option<JobId>,
+    pub status: Option<OperationStatus>,
+    /// The (job id, request id) of the last operation of the previous page.
+    pub after: Option<(JobId, TriggerId)>,
+    pub limit: u32,
+}
+
+/// A request to start an operation.
+#[derive(Debug, Clone)]
+pub struct NewOperation {
+    pub key: OperationKey,
+    pub kind: OperationKind,
+    pub target_directory: Option<String>,
+    /// "CANONICAL" or "NATIVE".
+    pub format_type: String,
+}
+
+/// How an operation ended: Flink's `{"location"}` or `{"failure-cause"}`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Location(String),
+    FailureCause(Value),
+}
+
+/// A cluster's savepoint configuration.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ClusterConfig {
+    pub cluster_id: ClusterId,
+    pub flink_rest_url: Option<FlinkRestUrl>,
+    pub savepoint_directory: Option<String>,
+}
+
+/// Who set a cluster's configuration: the default cluster's serve flags, or a `PUT`
+/// (which wins over flags from then on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfiguredBy {
+    Flags,
+    Api,
+}
+
+/// An operation an executor now holds, with the Flink it runs on.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Claimed {
+    #[sqlx(flatten)]
+    pub operation: Operation,
+    pub flink_rest_url: FlinkRestUrl,
+}
+
+/// What the holder of an operation records when it still holds it.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// Flink accepted the trigger (set once).
+    pub triggered: bool,
+    /// The last error talking to Flink, kept for operators.
+    pub error: Option<String>,
+}
+
+// ---- Flink's HA services ----------------------------------------------------------------------
+// Every write of a leader names its lease epoch and lands only while that epoch is the
+// cluster's live lease, checked in the writing statement itself on the database's clock; a
+// write of a deposed leader is `StoreError::Fenced` and changes nothing.
+
+/// A lease as its holder got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct Lease {
+    /// Raised at every new acquisition; names the holder's writes.
+    pub epoch: i64,
+    /// The database's time at which the lease lapses unless renewed.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// What a component's leader published.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct LeaderInfo {
+    pub cluster_id: ClusterId,
+    pub component: String,
+    /// The lease epoch of the leader that published it.
+    pub epoch: i64,
+    pub address: String,
+    pub session_id: String,
+    pub updated_at: DateTime<Utc>,
+}
+
+text_enum!(
+    /// The three state-handle stores of Flink's HA services.
+    HaKind {
+        ExecutionPlan = "execution-plan",
+        Application = "application",
+        Checkpoint = "checkpoint",
+    }
+);
+
+/// Which state handle: its kind, its job (checkpoints; `None` for entries of no job) and
+/// its name within them (Flink's key: a job id, an application id, a checkpoint id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StateHandleKey {
+    pub kind: HaKind,
+    pub job: Option<JobId>,
+    pub name: String,
+}
+
+impl StateHandleKey {
+    /// The job as the `job_id` column keeps it ('' for none).
+    pub(crate) fn job_column(&self) -> String {
+        job_column(self.job)
+    }
+}
+
+/// A job as the `ha_state_handles.job_id` column keeps it ('' for none).
+pub(crate) fn job_column(job: Option<JobId>) -> String {
+    job.map(|j| j.to_string()).unwrap_or_default()
+}
+
+/// One stored state handle.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StateHandle {
+    pub kind: HaKind,
+    pub job_id: Option<JobId>,
+    pub name: String,
+    /// The compare-and-set version: 1 when added, + 1 at every replace.
+    pub version: i64,
+    /// Flink's serialized pointer to the state (never the state itself).
+    pub handle: Vec<u8>,
+    pub marked_for_deletion: bool,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Most bytes of one handle (the schema's CHECK says the same).
+pub const MAX_HANDLE_BYTES: usize = 65536;

@@ -1,0 +1,987 @@
+//! [`Store`] on a SQL database, written once for both backends: each method runs named
+//! statements of `store::sql` (the text of each backend side by side in `sql/`) through
+//! `store::db`, and decodes their rows by column name into `store::model` types.
+//!
+//! Transitions are single statements whose conditions the schema's keys and CHECKs back:
+//! a duplicate create is a unique violation, mark-clean updates only a dirty row, a claim
+//! bumps the attempt number that fences every later write of the holder, and every HA write
+//! of a leader carries its lease epoch, checked in the writing statement itself.
+
+use std::future::Future;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::db::{Arg, Db, Decoded, Side};
+use super::migrate;
+use super::model::*;
+use super::sql::{self, Sql};
+use super::{Store, StoreError, StoreResult};
+use crate::ids::{ApplicationId, ClusterId, JobId};
+use crate::wire::{ResultId, ResultKind};
+
+/// The store: the database's pools and the bound of every call (`--db-timeout`).
+pub struct SqlStore {
+    db: Db,
+    timeout: Duration,
+}
+
+impl SqlStore {
+    pub(crate) fn new(db: Db, timeout: Duration) -> Self {
+        SqlStore { db, timeout }
+    }
+
+    /// Every call bounded by `--db-timeout`: the pools bound only the wait for a connection,
+    /// so a database that stops answering in the middle of a statement (frozen, or behind a
+    /// network partition) would otherwise hold the request until `--request-timeout`. sqlx
+    /// tests a connection whose statement was abandoned before it reuses it.
+    async fn within<T>(&self, call: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(answer) => answer,
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        }
+    }
+
+    /// Whether `epoch` holds the cluster's live lease (asked on the writer, after a write
+    /// that changed nothing, to tell the caller why).
+    async fn lease_is_live(&self, cluster: &ClusterId, epoch: i64) -> StoreResult<bool> {
+        let live: Option<Live> = self
+            .db
+            .optional(
+                Side::Write,
+                sql::HA_FENCE_CHECK,
+                &fenced_args(cluster, epoch, []),
+            )
+            .await?;
+        Ok(live.is_some())
+    }
+}
+
+/// The statement of a result kind.
+fn pick(kind: ResultKind, job: Sql, application: Sql) -> Sql {
+    match kind {
+        ResultKind::Job => job,
+        ResultKind::Application => application,
+    }
+}
+
+/// A result-store row: `cluster_id, job_id | application_id, state, result, created_at,
+/// cleaned_at`.
+#[derive(sqlx::FromRow)]
+struct ResultRow {
+    cluster_id: ClusterId,
+    #[sqlx(default)]
+    job_id: Option<JobId>,
+    #[sqlx(default)]
+    application_id: Option<ApplicationId>,
+    state: ResultState,
+    #[sqlx(json)]
+    result: Value,
+    created_at: DateTime<Utc>,
+    cleaned_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<ResultRow> for ResultEntry {
+    type Error = sqlx::Error;
+    fn try_from(row: ResultRow) -> Result<Self, sqlx::Error> {
+        let id = match (row.job_id, row.application_id) {
+            (Some(job), None) => ResultId::Job(job),
+            (None, Some(application)) => ResultId::Application(application),
+            _ => {
+                return Err(sqlx::Error::Decode(
+                    "a result row names exactly one of job_id, application_id".into(),
+                ));
+            }
+        };
+        Ok(ResultEntry {
+            cluster_id: row.cluster_id,
+            id,
+            state: row.state,
+            created_at: row.created_at,
+            cleaned_at: row.cleaned_at,
+            result: row.result,
+        })
+    }
+}
+
+fn entry(row: Option<ResultRow>) -> StoreResult<Option<ResultEntry>> {
+    Ok(row.map(ResultEntry::try_from).transpose()?)
+}
+
+/// Entries of one cluster and state (`*_results_count`).
+#[derive(sqlx::FromRow)]
+struct ResultCountRow {
+    cluster_id: String,
+    state: ResultState,
+    count: i64,
+    oldest: Option<DateTime<Utc>>,
+}
+
+/// `ha_fence_check`: a row while the epoch is live.
+#[derive(sqlx::FromRow)]
+struct Live {
+    #[allow(dead_code)]
+    live: i32,
+}
+
+/// `RETURNING version` of the state-handle writes.
+#[derive(sqlx::FromRow)]
+struct Version {
+    version: i64,
+}
+
+/// A counter's `value`.
+#[derive(sqlx::FromRow)]
+struct Counter {
+    value: i64,
+}
+
+/// The parameters of a fenced statement: the cluster and the epoch first, then `tail`.
+fn fenced_args<'a, const N: usize>(
+    cluster: &'a ClusterId,
+    epoch: i64,
+    tail: [Arg<'a>; N],
+) -> Vec<Arg<'a>> {
+    let mut args = vec![Arg::str(cluster.as_str()), Arg::Int(epoch)];
+    args.extend(tail);
+    args
+}
+
+/// The parameters of a fenced statement on one state handle: cluster, epoch, kind, job,
+/// name, then `tail`.
+fn handle_args<'a, const N: usize>(
+    cluster: &'a ClusterId,
+    epoch: i64,
+    key: &'a StateHandleKey,
+    tail: [Arg<'a>; N],
+) -> Vec<Arg<'a>> {
+    let mut args = fenced_args(
+        cluster,
+        epoch,
+        [
+            Arg::str(key.kind.as_str()),
+            Arg::text(key.job_column()),
+            Arg::str(&key.name),
+        ],
+    );
+    args.extend(tail);
+    args
+}
+
+/// The parameters of an operation's key: cluster, job, request.
+fn key_args(key: &OperationKey) -> Vec<Arg<'_>> {
+    vec![
+        Arg::str(key.cluster.as_str()),
+        Arg::text(key.job),
+        Arg::text(key.request),
+    ]
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    fn backend(&self) -> &'static str {
+        match self.db.backend() {
+            migrate::Backend::Postgres => "postgres",
+            migrate::Backend::Sqlite => "sqlite",
+        }
+    }
+
+    async fn ready(&self) -> StoreResult<()> {
+        self.within(async {
+            #[derive(sqlx::FromRow)]
+            struct SchemaVersion {
+                version: i64,
+            }
+            let current: Option<SchemaVersion> = self
+                .db
+                .optional(Side::Read, sql::SCHEMA_VERSION, &[])
+                .await?;
+            let version = current.map_or(0, |v| v.version);
+            let latest = migrate::latest_version(self.db.backend());
+            if version == latest {
+                Ok(())
+            } else {
+                Err(StoreError::Migration(format!(
+                    "schema version {version}, this jobstore needs {latest}"
+                )))
+            }
+        })
+        .await
+    }
+
+    fn pool_connections(&self) -> (u32, usize) {
+        self.db.pool_connections()
+    }
+
+    async fn close(&self) {
+        match &self.db {
+            Db::Postgres(pool) => pool.close().await,
+            Db::Sqlite { write, read } => super::sqlite::close(write, read).await,
+        }
+    }
+
+    async fn stats(&self) -> StoreResult<Stats> {
+        self.within(async {
+            let mut stats = Stats::default();
+            for kind in [ResultKind::Job, ResultKind::Application] {
+                let count = pick(kind, sql::JOB_RESULTS_COUNT, sql::APPLICATION_RESULTS_COUNT);
+                let rows: Vec<ResultCountRow> = self.db.all(Side::Read, count, &[]).await?;
+                stats.results.extend(rows.into_iter().map(|r| ResultCount {
+                    kind,
+                    cluster_id: r.cluster_id,
+                    state: r.state,
+                    count: r.count,
+                    oldest: r.oldest,
+                }));
+            }
+            stats.operations = self.db.all(Side::Read, sql::OPERATIONS_COUNT, &[]).await?;
+            Ok(stats)
+        })
+        .await
+    }
+
+    // ---- Result stores ----
+
+    async fn create_result(
+        &self,
+        cluster: &ClusterId,
+        id: ResultId,
+        result: &Value,
+    ) -> StoreResult<ResultEntry> {
+        self.create_result_as(cluster, id, result, ResultState::Dirty)
+            .await
+    }
+
+    async fn create_result_as(
+        &self,
+        cluster: &ClusterId,
+        id: ResultId,
+        result: &Value,
+        state: ResultState,
+    ) -> StoreResult<ResultEntry> {
+        self.within(async {
+            let insert = pick(
+                id.kind(),
+                sql::JOB_RESULTS_INSERT,
+                sql::APPLICATION_RESULTS_INSERT,
+            );
+            let args = [
+                Arg::str(cluster.as_str()),
+                Arg::text(id),
+                Arg::Json(result),
+                Arg::str(state.as_str()),
+            ];
+            let no_row = || StoreError::Database(sqlx::Error::RowNotFound);
+            if !has_float(result) {
+                // Integers, strings, booleans and nulls come back from either database
+                // exactly as sent: one autocommitted statement (BENCHMARKS.md).
+                let row: Option<ResultRow> = self.db.optional(Side::Write, insert, &args).await?;
+                return entry(row)?.ok_or_else(no_row);
+            }
+            // A result with a floating-point number is read back before it is committed: a
+            // result the database keeps in a form that cannot be read again (PostgreSQL's
+            // jsonb prints a number near f64::MAX in full, which serde_json refuses) is
+            // refused, not stored where every later read of it, and every listing of its
+            // cluster, would fail.
+            let mut tx = self.db.begin().await?;
+            let row: Option<ResultRow> =
+                tx.on().optional(insert, &args).await.map_err(read_back)?;
+            let row = row
+                .map(ResultEntry::try_from)
+                .transpose()
+                .map_err(StoreError::Unstorable)?
+                .ok_or_else(no_row)?;
+            tx.commit().await?;
+            Ok(row)
+        })
+        .await
+    }
+
+    async fn get_result(
+        &self,
+        cluster: &ClusterId,
+        id: ResultId,
+    ) -> StoreResult<Option<ResultEntry>> {
+        self.within(async {
+            let get = pick(
+                id.kind(),
+                sql::JOB_RESULTS_GET,
+                sql::APPLICATION_RESULTS_GET,
+            );
+            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
+            entry(self.db.optional(Side::Read, get, &args).await?)
+        })
+        .await
+    }
+
+    async fn mark_result_clean(
+        &self,
+        cluster: &ClusterId,
+        id: ResultId,
+    ) -> StoreResult<ResultEntry> {
+        self.within(async {
+            let kind = id.kind();
+            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
+            let clean = pick(
+                kind,
+                sql::JOB_RESULTS_MARK_CLEAN,
+                sql::APPLICATION_RESULTS_MARK_CLEAN,
+            );
+            if let Some(cleaned) = entry(self.db.optional(Side::Write, clean, &args).await?)? {
+                return Ok(cleaned);
+            }
+            // Not dirty: already clean (answered as it is, same cleaned-at) or absent. A new
+            // statement on the writer sees every committed clean, also a concurrent one.
+            let get = pick(kind, sql::JOB_RESULTS_GET, sql::APPLICATION_RESULTS_GET);
+            entry(self.db.optional(Side::Write, get, &args).await?)?.ok_or(StoreError::NotFound)
+        })
+        .await
+    }
+
+    async fn delete_result(&self, cluster: &ClusterId, id: ResultId) -> StoreResult<bool> {
+        self.within(async {
+            let delete = pick(
+                id.kind(),
+                sql::JOB_RESULTS_DELETE,
+                sql::APPLICATION_RESULTS_DELETE,
+            );
+            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
+            Ok(self.db.execute(delete, &args).await? > 0)
+        })
+        .await
+    }
+
+    async fn list_results(
+        &self,
+        kind: ResultKind,
+        cluster: &ClusterId,
+        filter: StateFilter,
+        page: Page,
+    ) -> StoreResult<Vec<ResultEntry>> {
+        self.within(async {
+            let list = match filter {
+                StateFilter::All => pick(
+                    kind,
+                    sql::JOB_RESULTS_LIST_ALL,
+                    sql::APPLICATION_RESULTS_LIST_ALL,
+                ),
+                StateFilter::Only(ResultState::Dirty) => pick(
+                    kind,
+                    sql::JOB_RESULTS_LIST_DIRTY,
+                    sql::APPLICATION_RESULTS_LIST_DIRTY,
+                ),
+                StateFilter::Only(ResultState::Clean) => pick(
+                    kind,
+                    sql::JOB_RESULTS_LIST_CLEAN,
+                    sql::APPLICATION_RESULTS_LIST_CLEAN,
+                ),
+            };
+            let after = page.after.map(|id| id.to_string()).unwrap_or_default();
+            let args = [
+                Arg::str(cluster.as_str()),
+                Arg::text(after),
+                Arg::Int(i64::from(page.limit)),
+            ];
+            let rows: Vec<ResultRow> = self.db.all(Side::Read, list, &args).await?;
+            Ok(rows
+                .into_iter()
+                .map(ResultEntry::try_from)
+                .collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+
+    async fn purge_clean_results(&self, kind: ResultKind, retention: Duration) -> StoreResult<u64> {
+        self.within(async {
+            let purge = pick(
+                kind,
+                sql::JOB_RESULTS_PURGE_CLEAN,
+                sql::APPLICATION_RESULTS_PURGE_CLEAN,
+            );
+            Ok(self.db.execute(purge, &[Arg::millis(retention)]).await?)
+        })
+        .await
+    }
+
+    // ---- Savepoint operations and cluster configuration ----
+
+    async fn create_operation(&self, new: &NewOperation) -> StoreResult<(Operation, bool)> {
+        self.within(async {
+            let mut args = key_args(&new.key);
+            args.extend([
+                Arg::str(new.kind.as_str()),
+                Arg::opt_str(new.target_directory.as_deref()),
+                Arg::str(&new.format_type),
+            ]);
+            if let Some(op) = self
+                .db
+                .optional(Side::Write, sql::OPERATIONS_INSERT, &args)
+                .await?
+            {
+                return Ok((op, true));
+            }
+            // The trigger id is taken: answer with the operation that holds it (read on the
+            // writer, which has seen the conflicting row commit).
+            let existing = self
+                .db
+                .optional(Side::Write, sql::OPERATIONS_GET, &key_args(&new.key))
+                .await?;
+            match existing {
+                Some(op) => Ok((op, false)),
+                // Removed by retention between the two statements: a rare race, retried by
+                // the client.
+                None => Err(StoreError::Conflict),
+            }
+        })
+        .await
+    }
+
+    async fn get_operation(&self, key: &OperationKey) -> StoreResult<Option<Operation>> {
+        self.within(async {
+            Ok(self
+                .db
+                .optional(Side::Read, sql::OPERATIONS_GET, &key_args(key))
+                .await?)
+        })
+        .await
+    }
+
+    async fn list_operations(
+        &self,
+        cluster: &ClusterId,
+        filter: &OperationFilter,
+    ) -> StoreResult<Vec<Operation>> {
+        self.within(async {
+            let (after_job, after_request) = match filter.after {
+                Some((j, r)) => (j.to_string(), r.to_string()),
+                None => (String::new(), String::new()),
+            };
+            let args = [
+                Arg::str(cluster.as_str()),
+                Arg::opt_text(filter.job),
+                Arg::opt_text(filter.status),
+                Arg::text(after_job),
+                Arg::text(after_request),
+                Arg::Int(i64::from(filter.limit)),
+            ];
+            Ok(self.db.all(Side::Read, sql::OPERATIONS_LIST, &args).await?)
+        })
+        .await
+    }
+
+    async fn complete_operation(
+        &self,
+        key: &OperationKey,
+        outcome: &Outcome,
+        fence: Option<i32>,
+    ) -> StoreResult<Operation> {
+        self.within(async {
+            let (location, cause) = match outcome {
+                Outcome::Location(l) => (Some(l.as_str()), None),
+                Outcome::FailureCause(c) => (None, Some(c)),
+            };
+            let mut args = key_args(key);
+            args.extend([
+                Arg::opt_str(location),
+                Arg::OptJson(cause),
+                Arg::OptInt(fence.map(i64::from)),
+            ]);
+            // Read back before committing, as for results: a failure-cause that could not
+            // be read again is refused rather than stored.
+            let mut tx = self.db.begin().await?;
+            let completed: Option<Operation> = tx
+                .on()
+                .optional(sql::OPERATIONS_COMPLETE, &args)
+                .await
+                .map_err(read_back)?;
+            if let Some(op) = completed {
+                tx.commit().await?;
+                return Ok(op);
+            }
+            drop(tx);
+            let op: Operation = self
+                .db
+                .optional(Side::Write, sql::OPERATIONS_GET, &key_args(key))
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            // Completing again with the same result is a no-op; anything else (another
+            // result, or a holder fenced off by a newer attempt) conflicts.
+            if op.outcome().as_ref() == Some(outcome) {
+                Ok(op)
+            } else {
+                Err(StoreError::Conflict)
+            }
+        })
+        .await
+    }
+
+    async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>> {
+        self.within(async {
+            let args = [Arg::str(owner), Arg::millis(lease)];
+            Ok(self
+                .db
+                .optional(Side::Write, sql::OPERATIONS_CLAIM, &args)
+                .await?)
+        })
+        .await
+    }
+
+    async fn renew_operation(
+        &self,
+        key: &OperationKey,
+        attempt: i32,
+        lease: Duration,
+        progress: &Progress,
+    ) -> StoreResult<bool> {
+        self.within(async {
+            let mut args = key_args(key);
+            args.extend([
+                Arg::millis(lease),
+                Arg::Bool(progress.triggered),
+                Arg::opt_str(progress.error.as_deref()),
+                Arg::Int(i64::from(attempt)),
+            ]);
+            Ok(self.db.execute(sql::OPERATIONS_RENEW, &args).await? == 1)
+        })
+        .await
+    }
+
+    async fn expire_operations(&self, timeout: Duration, cause: &Value) -> StoreResult<u64> {
+        self.within(async {
+            let args = [Arg::Json(cause), Arg::millis(timeout)];
+            Ok(self.db.execute(sql::OPERATIONS_EXPIRE, &args).await?)
+        })
+        .await
+    }
+
+    async fn purge_operations(&self, retention: Duration) -> StoreResult<u64> {
+        self.within(async {
+            let args = [Arg::millis(retention)];
+            Ok(self.db.execute(sql::OPERATIONS_PURGE, &args).await?)
+        })
+        .await
+    }
+
+    async fn put_cluster(
+        &self,
+        config: &ClusterConfig,
+        by: ConfiguredBy,
+    ) -> StoreResult<Option<ClusterConfig>> {
+        self.within(async {
+            let put = match by {
+                ConfiguredBy::Api => sql::CLUSTERS_PUT,
+                ConfiguredBy::Flags => sql::CLUSTERS_PUT_FLAGS,
+            };
+            let args = [
+                Arg::str(config.cluster_id.as_str()),
+                Arg::opt_text(config.flink_rest_url.as_ref()),
+                Arg::opt_str(config.savepoint_directory.as_deref()),
+            ];
+            Ok(self.db.optional(Side::Write, put, &args).await?)
+        })
+        .await
+    }
+
+    async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>> {
+        let args = [Arg::str(cluster.as_str())];
+        self.within(self.read_one(sql::CLUSTERS_GET, &args)).await
+    }
+
+    async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>> {
+        self.within(async { Ok(self.db.all(Side::Read, sql::CLUSTERS_LIST, &[]).await?) })
+            .await
+    }
+
+    // ---- Flink's HA services ----
+
+    async fn acquire_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        duration: Duration,
+    ) -> StoreResult<Option<Lease>> {
+        self.within(async {
+            let args = [
+                Arg::str(cluster.as_str()),
+                Arg::str(holder),
+                Arg::millis(duration),
+            ];
+            Ok(self
+                .db
+                .optional(Side::Write, sql::HA_LEASE_ACQUIRE, &args)
+                .await?)
+        })
+        .await
+    }
+
+    async fn renew_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        epoch: i64,
+        duration: Duration,
+    ) -> StoreResult<bool> {
+        self.within(async {
+            let args = [
+                Arg::str(cluster.as_str()),
+                Arg::Int(epoch),
+                Arg::str(holder),
+                Arg::millis(duration),
+            ];
+            Ok(self.db.execute(sql::HA_LEASE_RENEW, &args).await? == 1)
+        })
+        .await
+    }
+
+    async fn release_lease(
+        &self,
+        cluster: &ClusterId,
+        holder: &str,
+        epoch: i64,
+    ) -> StoreResult<bool> {
+        self.within(async {
+            let args = [
+                Arg::str(cluster.as_str()),
+                Arg::Int(epoch),
+                Arg::str(holder),
+            ];
+            Ok(self.db.execute(sql::HA_LEASE_RELEASE, &args).await? == 1)
+        })
+        .await
+    }
+
+    async fn publish_leader_info(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        component: &str,
+        address: &str,
+        session_id: &str,
+    ) -> StoreResult<LeaderInfo> {
+        let tail = [Arg::str(component), Arg::str(address), Arg::str(session_id)];
+        let args = fenced_args(cluster, epoch, tail);
+        self.within(self.fenced(sql::HA_LEADER_INFO_PUBLISH, &args))
+            .await
+    }
+
+    async fn delete_leader_info(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        component: &str,
+    ) -> StoreResult<bool> {
+        let args = fenced_args(cluster, epoch, [Arg::str(component)]);
+        self.within(self.fenced_change(sql::HA_LEADER_INFO_DELETE, &args))
+            .await
+    }
+
+    async fn get_leader_info(
+        &self,
+        cluster: &ClusterId,
+        component: &str,
+    ) -> StoreResult<Option<LeaderInfo>> {
+        let args = [Arg::str(cluster.as_str()), Arg::str(component)];
+        self.within(self.read_one(sql::HA_LEADER_INFO_GET, &args))
+            .await
+    }
+
+    async fn list_leader_info(&self, cluster: &ClusterId) -> StoreResult<Vec<LeaderInfo>> {
+        let args = [Arg::str(cluster.as_str())];
+        self.within(self.read_all(Side::Read, sql::HA_LEADER_INFO_LIST, &args))
+            .await
+    }
+
+    async fn add_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+        handle: &[u8],
+    ) -> StoreResult<i64> {
+        let args = handle_args(cluster, epoch, key, [Arg::Bytes(handle)]);
+        let added = self.fenced::<Version>(sql::HA_STATE_HANDLE_ADD, &args);
+        self.within(async { Ok(added.await?.version) }).await
+    }
+
+    async fn replace_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+        expected_version: i64,
+        handle: &[u8],
+    ) -> StoreResult<i64> {
+        let tail = [Arg::Int(expected_version), Arg::Bytes(handle)];
+        let args = handle_args(cluster, epoch, key, tail);
+        self.within(async {
+            let replaced: Option<Version> = self
+                .db
+                .optional(Side::Write, sql::HA_STATE_HANDLE_REPLACE, &args)
+                .await?;
+            if let Some(v) = replaced {
+                return Ok(v.version);
+            }
+            // Nothing changed: tell why (after the fact, for the caller's error only).
+            if !self.lease_is_live(cluster, epoch).await? {
+                return Err(StoreError::Fenced);
+            }
+            match self.state_handle(Side::Write, cluster, key).await? {
+                Some(h) if !h.marked_for_deletion => {
+                    Err(StoreError::VersionMismatch { current: h.version })
+                }
+                _ => Err(StoreError::NotFound),
+            }
+        })
+        .await
+    }
+
+    async fn mark_state_handle_for_deletion(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+    ) -> StoreResult<i64> {
+        let args = handle_args(cluster, epoch, key, []);
+        self.within(async {
+            let marked: Option<Version> = self
+                .db
+                .optional(Side::Write, sql::HA_STATE_HANDLE_MARK_FOR_DELETION, &args)
+                .await?;
+            match marked {
+                Some(v) => Ok(v.version),
+                None if self.lease_is_live(cluster, epoch).await? => Err(StoreError::NotFound),
+                None => Err(StoreError::Fenced),
+            }
+        })
+        .await
+    }
+
+    async fn get_state_handle(
+        &self,
+        cluster: &ClusterId,
+        key: &StateHandleKey,
+    ) -> StoreResult<Option<StateHandle>> {
+        self.within(self.state_handle(Side::Write, cluster, key))
+            .await
+    }
+
+    async fn list_state_handles(
+        &self,
+        cluster: &ClusterId,
+        kind: HaKind,
+        job: Option<JobId>,
+    ) -> StoreResult<Vec<StateHandle>> {
+        let args = [
+            Arg::str(cluster.as_str()),
+            Arg::str(kind.as_str()),
+            Arg::text(job_column(job)),
+        ];
+        self.within(self.read_all(Side::Write, sql::HA_STATE_HANDLE_LIST, &args))
+            .await
+    }
+
+    async fn remove_state_handle(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        key: &StateHandleKey,
+    ) -> StoreResult<bool> {
+        let args = handle_args(cluster, epoch, key, []);
+        self.within(self.fenced_change(sql::HA_STATE_HANDLE_REMOVE, &args))
+            .await
+    }
+
+    async fn counter_get_and_increment(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: JobId,
+    ) -> StoreResult<i64> {
+        let args = fenced_args(cluster, epoch, [Arg::text(job)]);
+        let next = self.fenced::<Counter>(sql::HA_COUNTER_GET_AND_INCREMENT, &args);
+        self.within(async { Ok(next.await?.value) }).await
+    }
+
+    async fn counter_get(&self, cluster: &ClusterId, job: JobId) -> StoreResult<Option<i64>> {
+        let args = [Arg::str(cluster.as_str()), Arg::text(job)];
+        let counter = self
+            .db
+            .optional::<Counter>(Side::Write, sql::HA_COUNTER_GET, &args);
+        self.within(async { Ok(counter.await?.map(|c| c.value)) })
+            .await
+    }
+
+    async fn counter_set(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: JobId,
+        value: i64,
+    ) -> StoreResult<()> {
+        let args = fenced_args(cluster, epoch, [Arg::text(job), Arg::Int(value)]);
+        let set = self.fenced::<Counter>(sql::HA_COUNTER_SET, &args);
+        self.within(async { set.await.map(drop) }).await
+    }
+
+    async fn counter_remove(&self, cluster: &ClusterId, epoch: i64, job: JobId) -> StoreResult<()> {
+        let statements = [sql::HA_JOB_COUNTER_DELETE];
+        self.within(self.cleanup(cluster, Some(epoch), Some(job), &statements))
+            .await
+    }
+
+    async fn remove_job_ha_data(
+        &self,
+        cluster: &ClusterId,
+        epoch: i64,
+        job: JobId,
+    ) -> StoreResult<()> {
+        let statements = [
+            sql::HA_JOB_LEADER_INFO_DELETE,
+            sql::HA_JOB_STATE_HANDLES_DELETE,
+            sql::HA_JOB_COUNTER_DELETE,
+        ];
+        self.within(self.cleanup(cluster, Some(epoch), Some(job), &statements))
+            .await
+    }
+
+    async fn remove_cluster_ha_data(
+        &self,
+        cluster: &ClusterId,
+        epoch: Option<i64>,
+    ) -> StoreResult<()> {
+        let statements = [
+            sql::HA_CLUSTER_LEADER_INFO_DELETE,
+            sql::HA_CLUSTER_STATE_HANDLES_DELETE,
+            sql::HA_CLUSTER_COUNTERS_DELETE,
+            sql::HA_CLUSTER_LEASE_EXPIRE,
+        ];
+        self.within(self.cleanup(cluster, epoch, None, &statements))
+            .await
+    }
+}
+
+impl SqlStore {
+    async fn state_handle(
+        &self,
+        side: Side,
+        cluster: &ClusterId,
+        key: &StateHandleKey,
+    ) -> StoreResult<Option<StateHandle>> {
+        let args = [
+            Arg::str(cluster.as_str()),
+            Arg::str(key.kind.as_str()),
+            Arg::text(key.job_column()),
+            Arg::str(&key.name),
+        ];
+        Ok(self
+            .db
+            .optional(side, sql::HA_STATE_HANDLE_GET, &args)
+            .await?)
+    }
+
+    /// A fenced write that answers a row; [`StoreError::Fenced`] when it answered none (the
+    /// epoch is not the cluster's live lease, so the statement's condition held it back).
+    async fn fenced<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<T> {
+        let row = self.db.optional(Side::Write, sql, args).await?;
+        row.ok_or(StoreError::Fenced)
+    }
+
+    /// A fenced write that may find nothing to change (parameters 1 and 2: the cluster and
+    /// the epoch): true when it changed a row, false when there was none to change,
+    /// [`StoreError::Fenced`] when the epoch is not the live lease.
+    async fn fenced_change(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<bool> {
+        if self.db.execute(sql, args).await? > 0 {
+            return Ok(true);
+        }
+        let live: Option<Live> = self
+            .db
+            .optional(Side::Write, sql::HA_FENCE_CHECK, &args[..2])
+            .await?;
+        live.map(|_| false).ok_or(StoreError::Fenced)
+    }
+
+    async fn read_one<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<Option<T>> {
+        Ok(self.db.optional(Side::Read, sql, args).await?)
+    }
+
+    async fn read_all<T: Decoded>(
+        &self,
+        side: Side,
+        sql: Sql,
+        args: &[Arg<'_>],
+    ) -> StoreResult<Vec<T>> {
+        Ok(self.db.all(side, sql, args).await?)
+    }
+
+    /// Runs cleanup statements (parameters: the cluster, then the job when given) in one
+    /// transaction, after the fence check when an epoch is given (on PostgreSQL its share
+    /// lock holds off a takeover until the commit).
+    async fn cleanup(
+        &self,
+        cluster: &ClusterId,
+        epoch: Option<i64>,
+        job: Option<JobId>,
+        statements: &[Sql],
+    ) -> StoreResult<()> {
+        let mut tx = self.db.begin().await?;
+        if let Some(epoch) = epoch {
+            let live: Option<Live> = tx
+                .on()
+                .optional(sql::HA_FENCE_CHECK, &fenced_args(cluster, epoch, []))
+                .await?;
+            if live.is_none() {
+                return Err(StoreError::Fenced);
+            }
+        }
+        let mut args = vec![Arg::str(cluster.as_str())];
+        args.extend(job.map(Arg::text));
+        for statement in statements {
+            tx.on().execute(*statement, &args).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// A row written in this transaction that cannot be read back is a value the database
+/// cannot keep (the caller rolls back); any other failure maps as usual.
+fn read_back(e: sqlx::Error) -> StoreError {
+    match e {
+        sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. } => StoreError::Unstorable(e),
+        other => other.into(),
+    }
+}
+
+/// Whether a JSON value holds a number with a fraction or an exponent that f64 holds. Since
+/// serde_json keeps every number as its text (`arbitrary_precision`), no number comes back
+/// in a form serde_json refuses (before, PostgreSQL's jsonb printing 1.7976931348623157e308
+/// with all its 309 digits did); the read-back of such results stays as a net. Integers of
+/// any size, strings, booleans and nulls come back exactly as sent.
+fn has_float(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_f64(),
+        Value::Array(items) => items.iter().any(has_float),
+        Value::Object(m) => m.values().any(has_float),
+        Value::Null | Value::Bool(_) | Value::String(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn finds_floats_at_any_depth() {
+        use serde_json::json;
+        let no = json!({"a": [1, -2, u64::MAX, i64::MIN, "1.5", null, true], "b": {"c": 0}});
+        assert!(!super::has_float(&no));
+        for yes in [
+            json!(1.5),
+            json!(1e5),
+            json!([1, {"x": 1.7976931348623157e308}]),
+            json!({"a": {"b": [0.0]}}),
+        ] {
+            assert!(super::has_float(&yes), "{yes}");
+        }
+    }
+}
