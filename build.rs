@@ -37,6 +37,8 @@ fn names(dir: &Path) -> BTreeSet<String> {
 
 fn main() {
     println!("cargo:rerun-if-changed={SQL_DIR}");
+    // refinery embeds the migrations at compile time.
+    println!("cargo:rerun-if-changed=migrations");
     let root = Path::new(SQL_DIR);
     for sub in ["common", "postgres", "sqlite"] {
         println!("cargo:rerun-if-changed={SQL_DIR}/{sub}");

@@ -243,3 +243,32 @@ async fn documented_queries_run_on_sqlite() {
     seed(&ts).await;
     check(&run_all(&ts).await);
 }
+
+/// The SQL without its comment lines, white space collapsed, without a final `;`.
+fn normalized(sql: &str) -> String {
+    let words: Vec<&str> = sql
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .flat_map(str::split_whitespace)
+        .collect();
+    words.join(" ").trim_end_matches(';').to_owned()
+}
+
+/// The lease repair of docs/sql.md is the service's own statement (a cluster cleanup's
+/// `ha_cluster_lease_expire`), with the cluster written in: they cannot drift apart.
+#[test]
+fn the_lease_repair_is_the_services_statement() {
+    let statement = jobstore::store::sql::HA_CLUSTER_LEASE_EXPIRE;
+    for (backend, text) in [
+        (Backend::Postgres, statement.postgres),
+        (Backend::Sqlite, statement.sqlite),
+    ] {
+        let want = normalized(&text.replace("$1", "'default'"));
+        let documented: Vec<String> = documented_queries(backend)
+            .iter()
+            .map(|q| normalized(q))
+            .filter(|q| q.starts_with("UPDATE ha_leases"))
+            .collect();
+        assert_eq!(documented, [want], "{backend:?}");
+    }
+}

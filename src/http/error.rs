@@ -43,6 +43,8 @@ pub enum ApiError {
     ResultNotPresent(ResultId),
     /// A read or delete of an absent entry.
     ResultNotFound(ResultId),
+    /// An HA write whose epoch is not the cluster's live lease (a deposed leader).
+    Fenced,
     /// An unknown savepoint operation (Flink's message).
     OperationNotFound { job: JobId, trigger: TriggerId },
     /// A store failure with no more specific meaning for this request.
@@ -63,7 +65,7 @@ impl ApiError {
             | E::OperationNotFound { .. } => StatusCode::NOT_FOUND,
             E::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             E::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            E::Conflict(_) | E::ResultExists(_) => StatusCode::CONFLICT,
+            E::Conflict(_) | E::ResultExists(_) | E::Fenced => StatusCode::CONFLICT,
             E::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             E::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             E::NotReady => StatusCode::SERVICE_UNAVAILABLE,
@@ -105,6 +107,7 @@ impl ApiError {
                 "expected a JSON body with Content-Type: application/json".into()
             }
             E::NotReady => "not ready: the database is unreachable or not migrated".into(),
+            E::Fenced => "fenced: the epoch is not the cluster's live lease".into(),
             E::ResultExists(id) => id.kind().conflict_message(*id),
             E::ResultNotPresent(id) => id.kind().not_present_message(*id),
             E::ResultNotFound(id) => id.kind().not_found_message(*id),
@@ -157,7 +160,10 @@ impl ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        ApiError::Store(e)
+        match e {
+            StoreError::Fenced => ApiError::Fenced,
+            e => ApiError::Store(e),
+        }
     }
 }
 

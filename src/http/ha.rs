@@ -1,35 +1,47 @@
 //! Flink's HA services over HTTP (issue 15): the cluster's leader lease, the leader
-//! information of each component, the state handles of execution plans, applications and
-//! checkpoints, and the checkpoint id counters, under `/v1/clusters/{cluster}/ha/...`.
-//! Every write names the lease `epoch` in its body; a stale one is answered 409 and
-//! changes nothing. Handles travel as lowercase hex of their bytes.
+//! information of each component (with a long poll that learns of changes at once), the
+//! state handles of execution plans, applications and checkpoints, the checkpoint id
+//! counters, and the cleanup of a job's or a cluster's HA data, under
+//! `/v1/clusters/{cluster}/ha/...`. Every write names the lease `epoch` in its body; a stale
+//! one is answered 409 and changes nothing. Handles travel as lowercase hex of their bytes.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams};
 use super::results::time;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId};
-use crate::store::MAX_HANDLE_BYTES;
-use crate::store::{HaKind, LeaderInfo, StateHandle, StateHandleKey, StoreError};
+use crate::store::{
+    HaKind, LeaderInfo, MAX_HANDLE_BYTES, StateHandle, StateHandleKey, Store, StoreError,
+};
 
 /// Longest lease a holder may ask for.
 pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
+/// Longest wait of a long poll of the leader information (`wait-ms`).
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// How often a waiting long poll reads the leader information again without being woken
+/// (a safety net: writes of this process and, on PostgreSQL, of every writer wake it).
+const RECHECK: Duration = Duration::from_secs(5);
+
 pub fn router() -> Router<AppState> {
     let base = "/v1/clusters/{cluster}/ha";
+    let state_handle = format!("{base}/state-handles/{{kind}}/{{name}}");
     Router::new()
+        .route(base, delete(remove_cluster_data))
         .route(&format!("{base}/lease/acquire"), post(acquire))
         .route(&format!("{base}/lease/renew"), post(renew))
         .route(&format!("{base}/lease/release"), post(release))
@@ -42,20 +54,25 @@ pub fn router() -> Router<AppState> {
         )
         .route(&format!("{base}/state-handles/{{kind}}"), get(list_handles))
         .route(
-            &format!("{base}/state-handles/{{kind}}/{{name}}"),
+            &state_handle,
             get(get_handle)
                 .post(add_handle)
                 .put(replace_handle)
                 .delete(remove_handle),
         )
         .route(
+            &format!("{state_handle}/mark-for-deletion"),
+            post(mark_handle),
+        )
+        .route(
             &format!("{base}/counters/{{jobid}}"),
-            get(get_counter).put(set_counter),
+            get(get_counter).put(set_counter).delete(remove_counter),
         )
         .route(
             &format!("{base}/counters/{{jobid}}/get-and-increment"),
             post(increment_counter),
         )
+        .route(&format!("{base}/jobs/{{jobid}}"), delete(remove_job_data))
 }
 
 type Params = PathParams<HashMap<String, String>>;
@@ -66,6 +83,10 @@ fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> &'a str {
 
 fn cluster(params: &HashMap<String, String>) -> ApiResult<ClusterId> {
     parse_cluster(param(params, "cluster"))
+}
+
+fn job_param(params: &HashMap<String, String>) -> ApiResult<JobId> {
+    parse_hex("job id", param(params, "jobid"))
 }
 
 /// A body of type `T` (unknown fields refused, so that a misspelt `epoch` is no default).
@@ -83,22 +104,12 @@ fn text(what: &str, s: &str, max: usize) -> ApiResult<()> {
     Ok(())
 }
 
-fn positive(what: &str, n: i64) -> ApiResult<()> {
-    if n < 1 {
-        return Err(ApiError::BadRequest(format!("{what} must be at least 1")));
-    }
-    Ok(())
-}
-
-fn fenced() -> ApiError {
-    ApiError::Conflict("fenced: the epoch is not the cluster's live lease".into())
-}
-
-/// Store errors of a fenced write: 409 for a lost lease, the rest as usual.
-fn write_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::Fenced => fenced(),
-        other => other.into(),
+/// A required number of at least 1.
+fn positive(what: &str, n: Option<i64>) -> ApiResult<i64> {
+    match n {
+        None => Err(ApiError::BadRequest(format!("{what} is required"))),
+        Some(n) if n < 1 => Err(ApiError::BadRequest(format!("{what} must be at least 1"))),
+        Some(n) => Ok(n),
     }
 }
 
@@ -112,6 +123,12 @@ fn lease_duration(ms: u64) -> ApiResult<Duration> {
     }
     Ok(d)
 }
+
+fn no_content() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+// ---- Leases ----
 
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -135,6 +152,10 @@ impl LeaseBody {
         }
         Ok(b)
     }
+
+    fn duration(&self) -> ApiResult<Duration> {
+        lease_duration(self.duration_ms.unwrap_or_default())
+    }
 }
 
 async fn acquire(
@@ -144,8 +165,11 @@ async fn acquire(
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let b = LeaseBody::parse(v, false, true)?;
-    let d = lease_duration(b.duration_ms.unwrap_or_default())?;
-    match state.store.acquire_lease(&c, &b.holder, d).await? {
+    match state
+        .store
+        .acquire_lease(&c, &b.holder, b.duration()?)
+        .await?
+    {
         Some(l) => Ok(Json(
             json!({"epoch": l.epoch, "expires-at": time(l.expires_at)}),
         )),
@@ -162,12 +186,15 @@ async fn renew(
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let b = LeaseBody::parse(v, true, true)?;
-    let d = lease_duration(b.duration_ms.unwrap_or_default())?;
     let epoch = b.epoch.unwrap_or_default();
-    if state.store.renew_lease(&c, &b.holder, epoch, d).await? {
+    if state
+        .store
+        .renew_lease(&c, &b.holder, epoch, b.duration()?)
+        .await?
+    {
         Ok(Json(json!({"epoch": epoch})))
     } else {
-        Err(fenced())
+        Err(ApiError::Fenced)
     }
 }
 
@@ -178,12 +205,12 @@ async fn release(
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let b = LeaseBody::parse(v, true, false)?;
-    let released = state
-        .store
-        .release_lease(&c, &b.holder, b.epoch.unwrap_or_default())
-        .await?;
+    let epoch = b.epoch.unwrap_or_default();
+    let released = state.store.release_lease(&c, &b.holder, epoch).await?;
     Ok(Json(json!({"released": released})))
 }
+
+// ---- Leader information ----
 
 fn leader_info_json(i: &LeaderInfo) -> Value {
     json!({
@@ -209,12 +236,20 @@ struct LeaderInfoBody {
     session_id: String,
 }
 
+/// The body of the writes that name only the epoch (and the job of a state handle).
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct EpochBody {
     epoch: i64,
     #[serde(default)]
     job: Option<String>,
+}
+
+/// The body of the writes on a job's or a cluster's data: the epoch alone.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct EpochOnly {
+    epoch: i64,
 }
 
 async fn publish_leader_info(
@@ -231,7 +266,7 @@ async fn publish_leader_info(
         .store
         .publish_leader_info(&c, b.epoch, component, &b.address, &b.session_id)
         .await
-        .map_err(write_error)?;
+        .map_err(ApiError::from)?;
     Ok(Json(leader_info_json(&info)))
 }
 
@@ -249,15 +284,96 @@ async fn get_leader_info(
     }
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct WaitQuery {
+    #[serde(default)]
+    wait_ms: Option<String>,
+}
+
+/// The tag of a listing: a digest of everything it shows.
+fn etag(listing: &Value) -> String {
+    let digest = Sha256::digest(listing.to_string().as_bytes());
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+/// The tags of an `If-None-Match` header (`"a", W/"b"`; `*` matches any).
+fn matches_tag(headers: &HeaderMap, tag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == tag || t == "*")
+}
+
+async fn leader_info_listing(store: &dyn Store, c: &ClusterId) -> ApiResult<(Value, String)> {
+    let all = store.list_leader_info(c).await?;
+    let listing = json!({"leader-info": all.iter().map(leader_info_json).collect::<Vec<_>>()});
+    let tag = etag(&listing);
+    Ok((listing, tag))
+}
+
+/// The leader information of every component, with its `ETag`. With `If-None-Match` naming
+/// the current tag, waits up to `wait-ms` for a change (woken by every write of this
+/// process, and on PostgreSQL of every writer), then answers the new listing or 304.
 async fn list_leader_info(
     State(state): State<AppState>,
     PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
+    QueryParams(q): QueryParams<WaitQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
     let c = cluster(&params)?;
-    let all = state.store.list_leader_info(&c).await?;
-    Ok(Json(
-        json!({"leader-info": all.iter().map(leader_info_json).collect::<Vec<_>>()}),
-    ))
+    let wait = match q.wait_ms.as_deref() {
+        None => Duration::ZERO,
+        Some(raw) => raw
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_millis)
+            .filter(|w| *w <= MAX_WAIT)
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "query parameter `wait-ms` must be an integer from 0 to {}",
+                    MAX_WAIT.as_millis()
+                ))
+            })?,
+    };
+    // The wait ends before the request timeout would answer 408.
+    let wait = wait.min(
+        state
+            .config
+            .request_timeout
+            .saturating_sub(Duration::from_secs(2)),
+    );
+    let deadline = tokio::time::Instant::now() + wait;
+    // Subscribed before the first read, so that no change between the read and the wait is
+    // missed.
+    let mut changes = state.store.leader_info_changes();
+    loop {
+        let (listing, tag) = leader_info_listing(state.store.as_ref(), &c).await?;
+        let unchanged = matches_tag(&headers, &tag);
+        let now = tokio::time::Instant::now();
+        if !unchanged || now >= deadline {
+            let status = if unchanged {
+                StatusCode::NOT_MODIFIED
+            } else {
+                StatusCode::OK
+            };
+            let mut res = if unchanged {
+                status.into_response()
+            } else {
+                Json(listing).into_response()
+            };
+            if let Ok(v) = HeaderValue::from_str(&tag) {
+                res.headers_mut().insert(header::ETAG, v);
+            }
+            return Ok(res);
+        }
+        changes.borrow_and_update();
+        let _ = tokio::time::timeout((deadline - now).min(RECHECK), changes.changed()).await;
+    }
 }
 
 async fn delete_leader_info(
@@ -272,8 +388,8 @@ async fn delete_leader_info(
         .store
         .delete_leader_info(&c, b.epoch, component)
         .await
-        .map_err(write_error)?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+        .map_err(ApiError::from)?;
+    Ok(no_content())
 }
 
 // ---- State handles ----
@@ -354,15 +470,28 @@ struct JobQuery {
     job: Option<String>,
 }
 
+/// A state-handle write's cluster, body, key and handle bytes.
+fn handle_write(
+    params: &HashMap<String, String>,
+    v: Value,
+) -> ApiResult<(ClusterId, HandleBody, StateHandleKey, Vec<u8>)> {
+    let c = cluster(params)?;
+    let b: HandleBody = body(v)?;
+    let key = key(params, b.job.as_deref())?;
+    let handle = from_hex(&b.handle)?;
+    Ok((c, b, key, handle))
+}
+
+fn no_handle() -> ApiError {
+    ApiError::NotFound("no such state handle".into())
+}
+
 async fn add_handle(
     State(state): State<AppState>,
     PathParams(params): Params,
     JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let c = cluster(&params)?;
-    let b: HandleBody = body(v)?;
-    let key = key(&params, b.job.as_deref())?;
-    let handle = from_hex(&b.handle)?;
+    let (c, b, key, handle) = handle_write(&params, v)?;
     match state
         .store
         .add_state_handle(&c, b.epoch, &key, &handle)
@@ -372,7 +501,7 @@ async fn add_handle(
         Err(StoreError::Conflict) => {
             Err(ApiError::Conflict("the state handle already exists".into()))
         }
-        Err(e) => Err(write_error(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -381,23 +510,59 @@ async fn replace_handle(
     PathParams(params): Params,
     JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let b: HandleBody = body(v)?;
-    let key = key(&params, b.job.as_deref())?;
-    let expected = b
-        .expected_version
-        .ok_or_else(|| ApiError::BadRequest("expected-version is required".into()))?;
-    positive("expected-version", expected)?;
-    let handle = from_hex(&b.handle)?;
+    let (c, b, key, handle) = handle_write(&params, v)?;
+    let expected = positive("expected-version", b.expected_version)?;
     match state
         .store
         .replace_state_handle(&c, b.epoch, &key, expected, &handle)
         .await
     {
         Ok(version) => Ok(Json(json!({"version": version}))),
-        Err(StoreError::NotFound) => Err(ApiError::NotFound("no such state handle".into())),
-        Err(e) => Err(write_error(e)),
+        Err(StoreError::NotFound) => Err(no_handle()),
+        Err(e) => Err(e.into()),
     }
+}
+
+/// A write that names a state handle and the epoch only: its cluster, epoch and key.
+fn handle_epoch(
+    params: &HashMap<String, String>,
+    v: Value,
+) -> ApiResult<(ClusterId, i64, StateHandleKey)> {
+    let c = cluster(params)?;
+    let b: EpochBody = body(v)?;
+    let key = key(params, b.job.as_deref())?;
+    Ok((c, b.epoch, key))
+}
+
+async fn mark_handle(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Json<Value>> {
+    let (c, epoch, key) = handle_epoch(&params, v)?;
+    match state
+        .store
+        .mark_state_handle_for_deletion(&c, epoch, &key)
+        .await
+    {
+        Ok(version) => Ok(Json(json!({"version": version}))),
+        Err(StoreError::NotFound) => Err(no_handle()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn remove_handle(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Json<Value>> {
+    let (c, epoch, key) = handle_epoch(&params, v)?;
+    let removed = state
+        .store
+        .remove_state_handle(&c, epoch, &key)
+        .await
+        .map_err(ApiError::from)?;
+    Ok(Json(json!({"removed": removed})))
 }
 
 async fn get_handle(
@@ -409,7 +574,7 @@ async fn get_handle(
     let key = key(&params, q.job.as_deref())?;
     match state.store.get_state_handle(&c, &key).await? {
         Some(h) => Ok(Json(handle_json(&h))),
-        None => Err(ApiError::NotFound("no such state handle".into())),
+        None => Err(no_handle()),
     }
 }
 
@@ -427,27 +592,7 @@ async fn list_handles(
     ))
 }
 
-async fn remove_handle(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let b: EpochBody = body(v)?;
-    let key = key(&params, b.job.as_deref())?;
-    let removed = state
-        .store
-        .remove_state_handle(&c, b.epoch, &key)
-        .await
-        .map_err(write_error)?;
-    Ok(Json(json!({"removed": removed})))
-}
-
-// ---- Counters ----
-
-fn counter_job(params: &HashMap<String, String>) -> ApiResult<JobId> {
-    parse_hex("job id", param(params, "jobid"))
-}
+// ---- Counters and cleanup ----
 
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -457,19 +602,25 @@ struct CounterBody {
     value: Option<i64>,
 }
 
+/// A write on a job's data: its cluster, job and body.
+fn job_write<T: DeserializeOwned>(
+    params: &HashMap<String, String>,
+    v: Value,
+) -> ApiResult<(ClusterId, JobId, T)> {
+    Ok((cluster(params)?, job_param(params)?, body(v)?))
+}
+
 async fn increment_counter(
     State(state): State<AppState>,
     PathParams(params): Params,
     JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let job = counter_job(&params)?;
-    let b: CounterBody = body(v)?;
+    let (c, job, b): (_, _, CounterBody) = job_write(&params, v)?;
     let value = state
         .store
         .counter_get_and_increment(&c, b.epoch, job)
         .await
-        .map_err(write_error)?;
+        .map_err(ApiError::from)?;
     Ok(Json(json!({"value": value})))
 }
 
@@ -478,7 +629,7 @@ async fn get_counter(
     PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
-    let job = counter_job(&params)?;
+    let job = job_param(&params)?;
     match state.store.counter_get(&c, job).await? {
         Some(value) => Ok(Json(json!({"value": value}))),
         None => Err(ApiError::NotFound(format!("no counter for job {job}"))),
@@ -490,17 +641,49 @@ async fn set_counter(
     PathParams(params): Params,
     JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let job = counter_job(&params)?;
-    let b: CounterBody = body(v)?;
-    let value = b
-        .value
-        .ok_or_else(|| ApiError::BadRequest("value is required".into()))?;
-    positive("value", value)?;
+    let (c, job, b): (_, _, CounterBody) = job_write(&params, v)?;
+    let value = positive("value", b.value)?;
     state
         .store
         .counter_set(&c, b.epoch, job, value)
         .await
-        .map_err(write_error)?;
+        .map_err(ApiError::from)?;
     Ok(Json(json!({"value": value})))
+}
+
+async fn remove_counter(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Response> {
+    let (c, job, b): (_, _, EpochOnly) = job_write(&params, v)?;
+    let removed = state.store.counter_remove(&c, b.epoch, job).await;
+    removed.map_err(ApiError::from)?;
+    Ok(no_content())
+}
+
+/// Flink's `internalCleanupJobData`: the job's leader information, checkpoints, execution
+/// plan and counter, in one transaction.
+async fn remove_job_data(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Response> {
+    let (c, job, b): (_, _, EpochOnly) = job_write(&params, v)?;
+    let removed = state.store.remove_job_ha_data(&c, b.epoch, job).await;
+    removed.map_err(ApiError::from)?;
+    Ok(no_content())
+}
+
+/// Flink's `cleanupAllData`: every HA entry of the cluster, by its leader.
+async fn remove_cluster_data(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Response> {
+    let c = cluster(&params)?;
+    let b: EpochOnly = body(v)?;
+    let removed = state.store.remove_cluster_ha_data(&c, Some(b.epoch)).await;
+    removed.map_err(ApiError::from)?;
+    Ok(no_content())
 }

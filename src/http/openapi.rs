@@ -455,12 +455,32 @@ fn ha_operations() -> Vec<Operation> {
             vec![(200, "Whether it was released", None), bad()],
         ),
         op(
+            "delete",
+            "",
+            "Remove every HA entry of the cluster (Flink's cleanupAllData), fenced; the lease row stays",
+            vec![cluster_param()],
+            Some("EpochOnly"),
+            vec![(204, "Gone", None), bad(), fenced()],
+        ),
+        op(
             "get",
             "/leader-info",
-            "The leader information of every component",
-            vec![cluster_param()],
+            "The leader information of every component, with its ETag; a long poll with If-None-Match and wait-ms",
+            vec![
+                cluster_param(),
+                query_param(
+                    "wait-ms",
+                    "with If-None-Match naming the current ETag: how long to wait for a change (at most 60000, and 2 s less than the request timeout)",
+                    json!({"type": "integer", "minimum": 0, "maximum": 60000}),
+                ),
+                json!({"name": "If-None-Match", "in": "header", "required": false, "description": "the ETag of the listing the caller has", "schema": {"type": "string"}}),
+            ],
             None,
-            vec![ok(200, "The list", "LeaderInfoList"), bad()],
+            vec![
+                ok(200, "The list (header ETag: its tag)", "LeaderInfoList"),
+                (304, "Unchanged within wait-ms (header ETag)", None),
+                bad(),
+            ],
         ),
         op(
             "get",
@@ -550,6 +570,35 @@ fn ha_operations() -> Vec<Operation> {
                 bad(),
                 fenced(),
             ],
+        ),
+        op(
+            "post",
+            "/state-handles/{kind}/{name}/mark-for-deletion",
+            "Mark a handle for deletion (readers take it for absent; it is no longer replaced), fenced",
+            vec![cluster_param(), kind(), name()],
+            Some("EpochBody"),
+            vec![
+                (200, "Marked; its version", None),
+                bad(),
+                err(404, "No such handle"),
+                fenced(),
+            ],
+        ),
+        op(
+            "delete",
+            "/counters/{jobid}",
+            "Remove a job's counter, fenced; idempotent",
+            vec![cluster_param(), jobid()],
+            Some("EpochOnly"),
+            vec![(204, "Gone", None), bad(), fenced()],
+        ),
+        op(
+            "delete",
+            "/jobs/{jobid}",
+            "Remove a job's HA data (its leader information, checkpoints, execution plan and counter) in one transaction, fenced",
+            vec![cluster_param(), jobid()],
+            Some("EpochOnly"),
+            vec![(204, "Gone", None), bad(), fenced()],
         ),
         op(
             "get",
@@ -823,6 +872,12 @@ fn ha_schemas(time: &Value) -> Value {
             "additionalProperties": false,
             "required": ["epoch"],
             "properties": {"epoch": {"type": "integer", "format": "int64"}, "job": schema_ref("HexId")}
+        },
+        "EpochOnly": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["epoch"],
+            "properties": {"epoch": {"type": "integer", "format": "int64"}}
         },
         "StateHandleWrite": {
             "type": "object",

@@ -212,6 +212,11 @@ pub trait Store: Send + Sync + 'static {
 
     async fn list_leader_info(&self, cluster: &ClusterId) -> StoreResult<Vec<LeaderInfo>>;
 
+    /// A receiver whose value changes whenever some cluster's leader information may have
+    /// changed: at once for this process's writes, and on PostgreSQL for every other
+    /// writer too (a trigger NOTIFYs, this process LISTENs). Long polls wait on it.
+    fn leader_info_changes(&self) -> tokio::sync::watch::Receiver<u64>;
+
     /// Adds a state handle at version 1, fenced; a present key is [`StoreError::Conflict`].
     async fn add_state_handle(
         &self,

@@ -8,11 +8,13 @@
 //! of a leader carries its lease epoch, checked in the writing statement itself.
 
 use std::future::Future;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use super::db::{Arg, Db, Decoded, Side};
 use super::migrate;
@@ -26,11 +28,25 @@ use crate::wire::{ResultId, ResultKind};
 pub struct SqlStore {
     db: Db,
     timeout: Duration,
+    /// Bumped at every change of leader information this process makes or hears of.
+    leader_changes: Arc<watch::Sender<u64>>,
+    /// PostgreSQL: the LISTEN task for other writers' changes, started by the first watcher.
+    listening: Once,
 }
 
 impl SqlStore {
     pub(crate) fn new(db: Db, timeout: Duration) -> Self {
-        SqlStore { db, timeout }
+        SqlStore {
+            db,
+            timeout,
+            leader_changes: Arc::new(watch::Sender::new(0)),
+            listening: Once::new(),
+        }
+    }
+
+    /// Wakes the watchers of leader information after a write that may have changed it.
+    fn leader_info_changed(&self) {
+        self.leader_changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Every call bounded by `--db-timeout`: the pools bound only the wait for a connection,
@@ -662,8 +678,11 @@ impl Store for SqlStore {
     ) -> StoreResult<LeaderInfo> {
         let tail = [Arg::str(component), Arg::str(address), Arg::str(session_id)];
         let args = fenced_args(cluster, epoch, tail);
-        self.within(self.fenced(sql::HA_LEADER_INFO_PUBLISH, &args))
-            .await
+        let published = self
+            .within(self.fenced(sql::HA_LEADER_INFO_PUBLISH, &args))
+            .await?;
+        self.leader_info_changed();
+        Ok(published)
     }
 
     async fn delete_leader_info(
@@ -673,8 +692,20 @@ impl Store for SqlStore {
         component: &str,
     ) -> StoreResult<bool> {
         let args = fenced_args(cluster, epoch, [Arg::str(component)]);
-        self.within(self.fenced_change(sql::HA_LEADER_INFO_DELETE, &args))
-            .await
+        let deleted = self
+            .within(self.fenced_change(sql::HA_LEADER_INFO_DELETE, &args))
+            .await?;
+        self.leader_info_changed();
+        Ok(deleted)
+    }
+
+    fn leader_info_changes(&self) -> watch::Receiver<u64> {
+        if let Db::Postgres(pool) = &self.db {
+            self.listening.call_once(|| {
+                super::postgres::listen_leader_info(pool.clone(), self.leader_changes.clone())
+            });
+        }
+        self.leader_changes.subscribe()
     }
 
     async fn get_leader_info(
@@ -843,7 +874,9 @@ impl Store for SqlStore {
             sql::HA_JOB_COUNTER_DELETE,
         ];
         self.within(self.cleanup(cluster, Some(epoch), Some(job), &statements))
-            .await
+            .await?;
+        self.leader_info_changed();
+        Ok(())
     }
 
     async fn remove_cluster_ha_data(
@@ -858,7 +891,9 @@ impl Store for SqlStore {
             sql::HA_CLUSTER_LEASE_EXPIRE,
         ];
         self.within(self.cleanup(cluster, epoch, None, &statements))
-            .await
+            .await?;
+        self.leader_info_changed();
+        Ok(())
     }
 }
 
