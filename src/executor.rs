@@ -14,9 +14,11 @@ use tracing::Instrument;
 
 use crate::flink::{self, AllowedHosts, FlinkAnswer, FlinkClient};
 use crate::ids::FlinkRestUrl;
+use crate::lifecycle;
 use crate::metrics::Metrics;
 use crate::store::{
-    Claimed, ClusterConfig, Operation, OperationKey, Outcome, Progress, Store, StoreError,
+    Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Progress, Store,
+    StoreError,
 };
 use crate::wire::ResultKind;
 
@@ -46,6 +48,9 @@ pub struct ExecutorConfig {
     pub flink_allowed_hosts: AllowedHosts,
     /// Largest answer read from Flink, in bytes (`--flink-max-answer`).
     pub flink_max_answer: usize,
+    /// First pause before a failed scheduled operation or a failed disposal is tried again
+    /// (doubled at each retry; `--retry-backoff`).
+    pub retry_backoff: Duration,
 }
 
 impl Default for ExecutorConfig {
@@ -63,12 +68,16 @@ impl Default for ExecutorConfig {
             metrics: Arc::new(Metrics::new()),
             flink_allowed_hosts: AllowedHosts::default(),
             flink_max_answer: flink::DEFAULT_MAX_ANSWER,
+            retry_backoff: Duration::from_secs(30),
         }
     }
 }
 
 /// How often the timeout sweep and retention run.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(10);
+
+/// How often due schedules, retries and savepoint retention are looked at.
+const LIFECYCLE_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs until `shutdown` is cancelled. Operations still held then are left to their lease.
 pub async fn run(
@@ -87,11 +96,22 @@ pub async fn run(
     );
     let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let mut last_housekeeping: Option<tokio::time::Instant> = None;
+    let mut last_lifecycle: Option<tokio::time::Instant> = None;
     tracing::info!(owner = %config.owner, "savepoint executor started");
     loop {
         if last_housekeeping.is_none_or(|t| t.elapsed() >= HOUSEKEEPING_EVERY) {
             housekeeping(store.as_ref(), &config).await;
             last_housekeeping = Some(tokio::time::Instant::now());
+        }
+        if last_lifecycle.is_none_or(|t| t.elapsed() >= LIFECYCLE_EVERY) {
+            match lifecycle::run_once(store.as_ref(), &client, config.retry_backoff).await {
+                Ok(report) if report != lifecycle::LifecycleReport::default() => {
+                    tracing::info!(?report, "savepoint schedules and retention made operations")
+                }
+                Ok(_) => {}
+                Err(e) => log_store_error("running savepoint schedules and retention", &e),
+            }
+            last_lifecycle = Some(tokio::time::Instant::now());
         }
         // Claim while there are free slots and open work.
         loop {
@@ -217,6 +237,7 @@ async fn drive_held(
     let deadline = op.created_at
         + chrono::Duration::from_std(config.operation_timeout).unwrap_or(chrono::Duration::MAX);
     let mut triggered = op.triggered_at.is_some();
+    let mut flink_trigger = op.flink_trigger_id;
     let mut last_error: Option<String> = None;
     let mut failures: u32 = 0;
     let mut base = base;
@@ -266,79 +287,55 @@ async fn drive_held(
             }
         }
         let answer = if triggered {
-            client.status(&base, op.job_id, op.request_id).await
+            client.status(&base, &op, flink_trigger).await
         } else {
             client.trigger(&base, &op).await
         };
-        match answer {
-            Ok(FlinkAnswer::Accepted) => {
-                triggered = true;
-                last_error = None;
-                failures = 0;
-            }
-            Ok(FlinkAnswer::InProgress) => {
-                last_error = None;
-                failures = 0;
-            }
-            Ok(FlinkAnswer::Completed(Ok(location))) => {
-                return finish(
-                    store,
-                    &config.metrics,
-                    &key,
-                    fence,
-                    Outcome::Location(location),
-                )
-                .await;
-            }
-            Ok(FlinkAnswer::Completed(Err(cause))) => {
-                return finish(
-                    store,
-                    &config.metrics,
-                    &key,
-                    fence,
-                    Outcome::FailureCause(cause),
-                )
-                .await;
-            }
-            Ok(FlinkAnswer::NotFound(message)) => {
-                return finish(
-                    store,
-                    &config.metrics,
-                    &key,
-                    fence,
-                    Outcome::FailureCause(flink::lost_cause(op.job_id, op.request_id, &message)),
-                )
-                .await;
-            }
-            Ok(FlinkAnswer::Rejected(code, message)) => {
-                return finish(
-                    store,
-                    &config.metrics,
-                    &key,
-                    fence,
-                    Outcome::FailureCause(flink::rejected_cause(op.job_id, code, &message)),
-                )
-                .await;
-            }
-            Ok(FlinkAnswer::Failed(cause)) => {
-                return finish(
-                    store,
-                    &config.metrics,
-                    &key,
-                    fence,
-                    Outcome::FailureCause(cause),
-                )
-                .await;
-            }
-            Err(flink::Unreachable(message)) => {
-                tracing::warn!(error = %message, "Flink unreachable; retrying");
-                last_error = Some(message);
-                failures = failures.saturating_add(1);
-            }
+        let outcome =
+            match answer {
+                Ok(FlinkAnswer::Accepted(given)) => {
+                    triggered = true;
+                    // Only a disposal's trigger id is Flink's: every other operation's is its own.
+                    if op.kind == OperationKind::Disposal {
+                        flink_trigger = given.or(flink_trigger);
+                    }
+                    last_error = None;
+                    failures = 0;
+                    None
+                }
+                Ok(FlinkAnswer::InProgress) => {
+                    last_error = None;
+                    failures = 0;
+                    None
+                }
+                Ok(FlinkAnswer::Completed(outcome)) => Some(disposal_outcome(&op, outcome)),
+                // A disposal Flink forgot (a JobManager failover): asked again, it finds the
+                // savepoint disposed of, or disposes of it.
+                Ok(FlinkAnswer::NotFound(_)) if op.kind == OperationKind::Disposal && triggered => {
+                    triggered = false;
+                    None
+                }
+                Ok(FlinkAnswer::NotFound(message)) => Some(Outcome::FailureCause(
+                    flink::lost_cause(op.job_id, op.request_id, &message),
+                )),
+                Ok(FlinkAnswer::Rejected(code, message)) => Some(Outcome::FailureCause(
+                    flink::rejected_cause(op.job_id, code, &message),
+                )),
+                Ok(FlinkAnswer::Failed(cause)) => Some(Outcome::FailureCause(cause)),
+                Err(flink::Unreachable(message)) => {
+                    tracing::warn!(error = %message, "Flink unreachable; retrying");
+                    last_error = Some(message);
+                    failures = failures.saturating_add(1);
+                    None
+                }
+            };
+        if let Some(outcome) = outcome {
+            return finish(store, &config.metrics, &key, fence, outcome).await;
         }
         let progress = Progress {
             triggered,
             error: last_error.clone(),
+            flink_trigger_id: flink_trigger,
         };
         match store
             .renew_operation(&key, fence, config.lease, &progress)
@@ -379,8 +376,8 @@ async fn finish(
     match store.complete_operation(key, &outcome, Some(fence)).await {
         Ok(_) => {
             let how = match &outcome {
-                Outcome::Location(_) => "location",
                 Outcome::FailureCause(_) => "failure_cause",
+                _ => "location",
             };
             metrics.operations_completed.with_label_values(&[how]).inc();
             tracing::info!(?outcome, "savepoint operation completed");
@@ -411,5 +408,20 @@ fn without_nul(outcome: Outcome) -> Outcome {
     match outcome {
         Outcome::Location(l) => Outcome::Location(l.replace('\0', "\u{FFFD}")),
         Outcome::FailureCause(c) => Outcome::FailureCause(clean(c)),
+        other => other,
+    }
+}
+
+/// A disposal whose savepoint Flink finds no more (a retry after a crash, or someone
+/// removed it) has done its work: it counts as disposed.
+fn disposal_outcome(op: &Operation, outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::FailureCause(cause)
+            if op.kind == OperationKind::Disposal && flink::savepoint_is_gone(&cause) =>
+        {
+            tracing::info!("Flink found no savepoint at the path: it counts as disposed");
+            Outcome::Disposed
+        }
+        other => other,
     }
 }

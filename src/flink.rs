@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::ids::{FlinkRestUrl, JobId, TriggerId};
-use crate::store::{Operation, OperationKind};
+use crate::store::{FlinkJob, Operation, OperationKind, Outcome};
 
 /// Default of `--flink-max-answer`: far above Flink's largest answer (a failure-cause with
 /// its stack trace, 36 KB in tests/data).
@@ -28,12 +28,14 @@ const MAX_QUOTED_ERRORS: usize = 3;
 /// What Flink answered to a trigger or a status request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FlinkAnswer {
-    /// The trigger was accepted (202).
-    Accepted,
+    /// The trigger was accepted (2xx), with the trigger id Flink answered when it chose one
+    /// (a disposal).
+    Accepted(Option<TriggerId>),
     /// The status: still running.
     InProgress,
-    /// The status: done, with `{"location"}` (Ok) or `{"failure-cause"}` (Err).
-    Completed(Result<String, Value>),
+    /// The status: done, with its outcome (a location, a checkpoint id, a disposal, or a
+    /// failure-cause).
+    Completed(Outcome),
     /// Flink does not know the operation or the job (404).
     NotFound(String),
     /// Flink refused the request (another 4xx); its message.
@@ -251,20 +253,18 @@ impl FlinkClient {
         Ok(base)
     }
 
-    /// Triggers the operation on Flink with its request id as Flink's `triggerId`, so
-    /// that a repeated trigger (after a crash or a take-over) never starts a second one.
+    /// Triggers the operation on Flink. Savepoints, stops and checkpoints carry the
+    /// operation's request id as Flink's `triggerId`, so that a repeated trigger (after a
+    /// crash or a take-over) never starts a second one; a disposal gets its trigger id from
+    /// Flink (`Accepted(Some(id))`), and repeating it finds the savepoint gone.
     pub async fn trigger(
         &self,
         base: &FlinkRestUrl,
         op: &Operation,
     ) -> Result<FlinkAnswer, Unreachable> {
-        let base = match self.checked_base(base).await {
-            Ok(b) => b,
-            Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
-        };
         let (path, body) = match op.kind {
             OperationKind::Savepoint | OperationKind::CancelWithSavepoint => (
-                "savepoints",
+                format!("/jobs/{}/savepoints", op.job_id),
                 json!({
                     "target-directory": op.target_directory,
                     "cancel-job": op.kind == OperationKind::CancelWithSavepoint,
@@ -273,7 +273,7 @@ impl FlinkClient {
                 }),
             ),
             OperationKind::StopWithSavepoint | OperationKind::TerminateWithSavepoint => (
-                "stop",
+                format!("/jobs/{}/stop", op.job_id),
                 json!({
                     "targetDirectory": op.target_directory,
                     "drain": op.kind == OperationKind::TerminateWithSavepoint,
@@ -281,69 +281,138 @@ impl FlinkClient {
                     "formatType": op.format_type,
                 }),
             ),
+            OperationKind::Checkpoint => (
+                format!("/jobs/{}/checkpoints", op.job_id),
+                json!({
+                    "checkpointType": op.checkpoint_type.map(|t| t.as_str()),
+                    "triggerId": op.request_id,
+                }),
+            ),
+            OperationKind::Disposal => (
+                "/savepoint-disposal".to_owned(),
+                json!({"savepoint-path": op.savepoint_path}),
+            ),
         };
-        let url = format!("{base}/jobs/{}/{path}", op.job_id);
-        let what = format!("POST {url}");
-        let res = self
-            .http
-            .post(&url)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| Unreachable(format!("{what}: {}", error_chain(&e))))?;
-        let status = res.status();
-        let body = match self.read_answer(res, &what).await? {
-            Ok(body) => body,
+        let (code, body) = match self
+            .exchange(base, reqwest::Method::POST, &path, Some(&body))
+            .await?
+        {
+            Ok(answer) => answer,
             Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
         };
-        match status.as_u16() {
-            200..=299 => Ok(FlinkAnswer::Accepted),
-            404 => Ok(FlinkAnswer::NotFound(flink_message(&body))),
-            code @ 400..=499 => Ok(FlinkAnswer::Rejected(code, flink_message(&body))),
-            code => Err(Unreachable(format!(
-                "{what}: Flink answered {code}: {}",
-                flink_message(&body)
-            ))),
-        }
+        Ok(match code {
+            200..=299 => FlinkAnswer::Accepted(
+                body.get("request-id")
+                    .and_then(Value::as_str)
+                    .and_then(|id| id.parse().ok()),
+            ),
+            404 => FlinkAnswer::NotFound(flink_message(&body)),
+            code => FlinkAnswer::Rejected(code, flink_message(&body)),
+        })
     }
 
-    /// Asks Flink for the status of an operation.
+    /// Asks Flink for the status of an operation (a disposal by the trigger id Flink gave
+    /// it, `flink_trigger`).
     pub async fn status(
         &self,
         base: &FlinkRestUrl,
-        job: JobId,
-        request: TriggerId,
+        op: &Operation,
+        flink_trigger: Option<TriggerId>,
     ) -> Result<FlinkAnswer, Unreachable> {
-        let base = match self.checked_base(base).await {
-            Ok(b) => b,
+        let path = match op.kind {
+            OperationKind::Checkpoint => {
+                format!("/jobs/{}/checkpoints/{}", op.job_id, op.request_id)
+            }
+            OperationKind::Disposal => format!(
+                "/savepoint-disposal/{}",
+                flink_trigger.unwrap_or(op.request_id)
+            ),
+            _ => format!("/jobs/{}/savepoints/{}", op.job_id, op.request_id),
+        };
+        let (code, body) = match self
+            .exchange(base, reqwest::Method::GET, &path, None)
+            .await?
+        {
+            Ok(answer) => answer,
             Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
         };
-        let url = format!("{base}/jobs/{job}/savepoints/{request}");
-        let what = format!("GET {url}");
-        let res = self
-            .http
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| Unreachable(format!("{what}: {}", error_chain(&e))))?;
-        let status = res.status();
-        let body = match self.read_answer(res, &what).await? {
-            Ok(body) => body,
-            Err(cause) => return Ok(FlinkAnswer::Failed(cause)),
-        };
-        match status.as_u16() {
-            code @ 200..=299 => parse_status(&body).ok_or_else(|| {
+        match code {
+            200..=299 => parse_status(op.kind, &body).ok_or_else(|| {
                 Unreachable(format!(
-                    "{what}: Flink answered {code} with a body that is not a savepoint status"
+                    "GET {path}: Flink answered {code} with a body that is not an operation status"
                 ))
             }),
             404 => Ok(FlinkAnswer::NotFound(flink_message(&body))),
-            code @ 400..=499 => Ok(FlinkAnswer::Rejected(code, flink_message(&body))),
-            code => Err(Unreachable(format!(
-                "{what}: Flink answered {code}: {}",
-                flink_message(&body)
-            ))),
+            code => Ok(FlinkAnswer::Rejected(code, flink_message(&body))),
         }
+    }
+
+    /// The jobs of a Flink cluster (`GET /jobs/overview`): id, name and state.
+    pub async fn jobs(&self, base: &FlinkRestUrl) -> Result<Vec<FlinkJob>, Unreachable> {
+        let path = "/jobs/overview";
+        let (code, body) = match self
+            .exchange(base, reqwest::Method::GET, path, None)
+            .await?
+        {
+            Ok(answer) => answer,
+            Err(cause) => return Err(Unreachable(format!("GET {path}: {cause}"))),
+        };
+        if code != 200 {
+            return Err(Unreachable(format!(
+                "GET {path}: Flink answered {code}: {}",
+                flink_message(&body)
+            )));
+        }
+        let jobs = body.get("jobs").and_then(Value::as_array);
+        Ok(jobs
+            .into_iter()
+            .flatten()
+            .filter_map(|j| {
+                Some(FlinkJob {
+                    job_id: j.get("jid")?.as_str()?.parse().ok()?,
+                    name: truncate(j.get("name")?.as_str()?),
+                    state: truncate(j.get("state")?.as_str()?),
+                })
+            })
+            .collect())
+    }
+
+    /// One request to Flink at `base` + `path`: the status and the JSON body of a 2xx or 4xx
+    /// answer (a 5xx or no answer is Unreachable), or jobstore's failure-cause when the
+    /// request cannot be sent there or its answer cannot be accepted.
+    async fn exchange(
+        &self,
+        base: &FlinkRestUrl,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Result<(u16, Value), Value>, Unreachable> {
+        let base = match self.checked_base(base).await {
+            Ok(b) => b,
+            Err(cause) => return Ok(Err(cause)),
+        };
+        let url = format!("{base}{path}");
+        let what = format!("{method} {url}");
+        let mut request = self.http.request(method, &url);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let res = request
+            .send()
+            .await
+            .map_err(|e| Unreachable(format!("{what}: {}", error_chain(&e))))?;
+        let status = res.status().as_u16();
+        let body = match self.read_answer(res, &what).await? {
+            Ok(body) => body,
+            Err(cause) => return Ok(Err(cause)),
+        };
+        if status >= 500 {
+            return Err(Unreachable(format!(
+                "{what}: Flink answered {status}: {}",
+                flink_message(&body)
+            )));
+        }
+        Ok(Ok((status, body)))
     }
 
     /// Reads an answer of at most `max_answer` bytes, chunk by chunk. A redirect or a larger
@@ -404,19 +473,29 @@ impl FlinkClient {
     }
 }
 
-/// Reads Flink's status body `{"status": {"id": ...}, "operation": ...}`.
-pub fn parse_status(body: &Value) -> Option<FlinkAnswer> {
+/// Reads Flink's status body `{"status": {"id": ...}, "operation": ...}` of an operation of
+/// `kind`: a savepoint's `location`, a checkpoint's `checkpointId`, a disposal's `{}`, or the
+/// failure-cause (`failure-cause`; `failureCause` for checkpoints in Flink 2.3).
+pub fn parse_status(kind: OperationKind, body: &Value) -> Option<FlinkAnswer> {
     match body.pointer("/status/id")?.as_str()? {
         "IN_PROGRESS" => Some(FlinkAnswer::InProgress),
         "COMPLETED" => {
             let op = body.get("operation")?;
-            if let Some(location) = op.get("location").and_then(Value::as_str) {
-                Some(FlinkAnswer::Completed(Ok(location.to_owned())))
-            } else {
-                op.get("failure-cause")
-                    .filter(|c| c.is_object())
-                    .map(|c| FlinkAnswer::Completed(Err(c.clone())))
+            let cause = op
+                .get("failure-cause")
+                .or_else(|| op.get("failureCause"))
+                .filter(|c| c.is_object());
+            if let Some(cause) = cause {
+                return Some(FlinkAnswer::Completed(Outcome::FailureCause(cause.clone())));
             }
+            let done = match kind {
+                OperationKind::Checkpoint => {
+                    Outcome::Checkpoint(op.get("checkpointId")?.as_i64().filter(|id| *id >= 1)?)
+                }
+                OperationKind::Disposal => Outcome::Disposed,
+                _ => Outcome::Location(op.get("location")?.as_str()?.to_owned()),
+            };
+            Some(FlinkAnswer::Completed(done))
         }
         _ => None,
     }
@@ -513,4 +592,15 @@ pub fn owner_name() -> String {
         std::process::id(),
         &TriggerId::random().to_string()[..8]
     )
+}
+
+/// Whether a disposal's failure-cause says there was no savepoint at the path (its files
+/// gone already): Flink 2.3 fails a disposal of a missing path with a
+/// `java.io.FileNotFoundException` in the cause chain.
+pub fn savepoint_is_gone(cause: &Value) -> bool {
+    let text = cause
+        .get("stack-trace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    text.contains("FileNotFoundException")
 }

@@ -166,6 +166,30 @@ hex_id!(
     TriggerId
 );
 
+impl JobId {
+    /// The job of an operation that belongs to none (a disposal asked through Flink's
+    /// `POST /savepoint-disposal`, which names no job): all zeros, which Flink never makes.
+    pub const NONE: JobId = JobId(0);
+}
+
+impl TriggerId {
+    /// A trigger id derived from `parts` (the first 16 bytes of their SHA-256): the same
+    /// parts give the same id in every process, so that two replicas, a crash or a retry
+    /// can only ever make one operation for them.
+    pub fn derive(parts: &[&str]) -> TriggerId {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for part in parts {
+            hash.update((part.len() as u64).to_be_bytes());
+            hash.update(part.as_bytes());
+        }
+        let digest = hash.finalize();
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        TriggerId(u128::from_be_bytes(bytes))
+    }
+}
+
 /// Flink's `high-availability.cluster-id`: entries of different clusters never meet.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClusterId(String);

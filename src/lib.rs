@@ -14,6 +14,7 @@ pub mod executor;
 pub mod flink;
 pub mod http;
 pub mod ids;
+pub mod lifecycle;
 pub mod metrics;
 pub mod serve;
 pub mod server;

@@ -211,10 +211,9 @@ async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore)
         };
         ts.store
             .create_operation(&NewOperation {
-                key,
-                kind: OperationKind::Savepoint,
                 target_directory: Some("file:///tmp/sp".into()),
                 format_type: "CANONICAL".into(),
+                ..NewOperation::new(key, OperationKind::Savepoint)
             })
             .await
             .unwrap();

@@ -592,10 +592,9 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     let k = key(CLUSTER, &job, &request);
     let (_, created) = store
         .create_operation(&NewOperation {
-            key: k.clone(),
-            kind: OperationKind::Savepoint,
             target_directory: Some(DIR.into()),
             format_type: "CANONICAL".into(),
+            ..NewOperation::new(k.clone(), OperationKind::Savepoint)
         })
         .await
         .unwrap();

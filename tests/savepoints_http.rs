@@ -91,8 +91,13 @@ fn check_operation(op: &Value, cluster: &str, job: &str, request: &str, kind: &s
         "failure-cause",
         "created-at",
         "completed-at",
+        // Issue 16: who made it, and when its savepoint was disposed of.
+        "trigger",
+        "disposed-at",
     ]);
     assert_eq!(keys, expected, "{op}");
+    assert_eq!(op["trigger"], "api", "{op}");
+    assert_eq!(op["disposed-at"], Value::Null, "{op}");
     assert_eq!(op["cluster-id"], cluster, "{op}");
     assert_eq!(op["job-id"], job, "{op}");
     assert_eq!(op["request-id"], request, "{op}");

@@ -100,10 +100,9 @@ async fn seed(ts: &TestStore) {
             request: request.parse().unwrap(),
         };
         let new = NewOperation {
-            key: key.clone(),
-            kind: OperationKind::Savepoint,
             target_directory: Some("file:///var/flink/sp".into()),
             format_type: "CANONICAL".into(),
+            ..NewOperation::new(key.clone(), OperationKind::Savepoint)
         };
         store.create_operation(&new).await.unwrap();
         if let Some(outcome) = outcome {

@@ -37,10 +37,9 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
     };
     ts.store
         .create_operation(&NewOperation {
-            key: key.clone(),
-            kind: OperationKind::Savepoint,
             target_directory: Some("file:///tmp/sp".into()),
             format_type: "CANONICAL".into(),
+            ..NewOperation::new(key.clone(), OperationKind::Savepoint)
         })
         .await
         .unwrap();

@@ -318,7 +318,13 @@ fn target(path: &str, default_cluster: &ClusterId) -> Target {
     if path == "/openapi.json" {
         return Target::Nothing;
     }
-    if path == "/jobs" || path.starts_with("/jobs/") {
+    // Flink's own routes without a cluster prefix, as Flink serves them and as its REST
+    // client sends them: the default cluster's.
+    let flink = path.strip_prefix("/v1").unwrap_or(path);
+    if ["/jobs", "/savepoint-disposal"]
+        .iter()
+        .any(|r| flink == *r || flink.starts_with(&format!("{r}/")))
+    {
         return Target::Cluster(default_cluster.as_str().to_owned());
     }
     let Some(rest) = path.strip_prefix("/v1/clusters/") else {
@@ -586,6 +592,17 @@ mod tests {
             target("/jobs/abc/savepoints", &d),
             Target::Cluster("default".into())
         );
+        for flink in [
+            "/v1/jobs/abc/savepoints",
+            "/savepoint-disposal",
+            "/v1/savepoint-disposal/abc",
+        ] {
+            assert_eq!(
+                target(flink, &d),
+                Target::Cluster("default".into()),
+                "{flink}"
+            );
+        }
         assert_eq!(target("/v1/clusters", &d), Target::Any);
         assert_eq!(target("/v1/clusters/", &d), Target::Any);
         assert_eq!(target("/v1/other", &d), Target::Any);

@@ -19,12 +19,17 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod ha;
+pub mod lifecycle;
 pub mod metrics;
 pub mod openapi;
 pub mod results;
 pub mod savepoints;
 
 use error::{ApiError, ApiResult};
+
+/// Where Flink's own routes are answered: as Flink serves them, as Flink's REST client
+/// sends them (`/v1/...`; both on the default cluster, `--cluster-id`), and per cluster.
+pub const FLINK_PREFIXES: [&str; 3] = ["", "/v1", "/v1/clusters/{cluster}"];
 
 /// Settings of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -90,6 +95,7 @@ pub fn router(state: AppState) -> Router {
         .merge(results::router(ResultKind::Job))
         .merge(results::router(ResultKind::Application))
         .merge(savepoints::router())
+        .merge(lifecycle::router())
         .merge(ha::router())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

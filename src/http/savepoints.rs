@@ -24,7 +24,7 @@ use crate::wire::{reject_long_numbers, reject_nul};
 
 pub fn router() -> Router<AppState> {
     let mut r = Router::new();
-    for prefix in ["", "/v1/clusters/{cluster}"] {
+    for prefix in super::FLINK_PREFIXES {
         r = r
             .route(
                 &format!("{prefix}/jobs/{{jobid}}/savepoints"),
@@ -54,13 +54,19 @@ fn bad_param(name: &str, raw: &str) -> ApiError {
     ))
 }
 
-fn flink_id<I: std::str::FromStr>(params: &HashMap<String, String>, name: &str) -> ApiResult<I> {
+pub(super) fn flink_id<I: std::str::FromStr>(
+    params: &HashMap<String, String>,
+    name: &str,
+) -> ApiResult<I> {
     let raw = params.get(name).map(String::as_str).unwrap_or_default();
     raw.parse().map_err(|_| bad_param(name, raw))
 }
 
 /// The cluster a request acts on: the prefix's, or the default cluster.
-fn cluster_of(state: &AppState, params: &HashMap<String, String>) -> ApiResult<ClusterId> {
+pub(super) fn cluster_of(
+    state: &AppState,
+    params: &HashMap<String, String>,
+) -> ApiResult<ClusterId> {
     match params.get("cluster") {
         Some(raw) => parse_cluster(raw),
         None => Ok(state.config.default_cluster.clone()),
@@ -186,36 +192,43 @@ async fn start_operation(
         (true, false) => OperationKind::StopWithSavepoint,
         (true, true) => OperationKind::TerminateWithSavepoint,
     };
-    let new = NewOperation {
-        key: OperationKey {
-            cluster,
-            job,
-            request: body.trigger_id.unwrap_or_else(TriggerId::random),
-        },
-        kind,
-        target_directory: Some(target_directory),
-        format_type: body.format_type,
+    let key = OperationKey {
+        cluster,
+        job,
+        request: body.trigger_id.unwrap_or_else(TriggerId::random),
     };
-    let (op, created) = state.store.create_operation(&new).await?;
-    if created {
-        tracing::info!(cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, kind = op.kind.as_str(), "savepoint operation created");
-        state.executor_wakeup.notify_waiters();
-    }
+    let mut new = NewOperation::new(key, kind);
+    new.target_directory = Some(target_directory);
+    new.format_type = body.format_type;
+    let op = create(&state, &new).await?;
     Ok(accepted(&op.request_id))
 }
 
-/// Flink's status body: `IN_PROGRESS` with `"operation": null`, or `COMPLETED` with the
-/// location or the failure-cause.
-pub fn status_json(op: &Operation) -> Value {
-    match op.outcome() {
-        None => json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
-        Some(Outcome::Location(l)) => {
-            json!({"status": {"id": "COMPLETED"}, "operation": {"location": l}})
-        }
-        Some(Outcome::FailureCause(c)) => {
-            json!({"status": {"id": "COMPLETED"}, "operation": {"failure-cause": c}})
-        }
+/// Stores a new operation (or finds the one its trigger id names) and wakes the executor.
+pub(super) async fn create(state: &AppState, new: &NewOperation) -> ApiResult<Operation> {
+    let (op, created) = state.store.create_operation(new).await?;
+    if created {
+        tracing::info!(cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, kind = op.kind.as_str(), "operation created");
+        state.executor_wakeup.notify_waiters();
     }
+    Ok(op)
+}
+
+/// Flink's status body: `IN_PROGRESS` with `"operation": null`, or `COMPLETED` with the
+/// location (a savepoint), the `checkpointId` (a checkpoint), `{}` (a disposal), or the
+/// failure-cause (`failureCause` for checkpoints, as Flink 2.3 spells it there).
+pub fn status_json(op: &Operation) -> Value {
+    let operation = match op.outcome() {
+        None => return json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
+        Some(Outcome::Location(l)) => json!({"location": l}),
+        Some(Outcome::Checkpoint(id)) => json!({"checkpointId": id}),
+        Some(Outcome::Disposed) => json!({}),
+        Some(Outcome::FailureCause(c)) if op.kind == OperationKind::Checkpoint => {
+            json!({"failureCause": c})
+        }
+        Some(Outcome::FailureCause(c)) => json!({"failure-cause": c}),
+    };
+    json!({"status": {"id": "COMPLETED"}, "operation": operation})
 }
 
 async fn status(
@@ -231,19 +244,20 @@ async fn status(
         request,
     };
     match state.store.get_operation(&key).await? {
-        Some(op) => Ok(Json(status_json(&op))),
-        None => Err(ApiError::OperationNotFound {
+        Some(op) if op.kind.is_savepoint() => Ok(Json(status_json(&op))),
+        _ => Err(ApiError::OperationNotFound {
             job,
             trigger: request,
         }),
     }
 }
 
-/// The operation as the management routes show it.
+/// The operation as the management routes show it (a checkpoint also with its type and
+/// id, a disposal with its savepoint path; the job of a disposal that names none is null).
 pub fn operation_json(op: &Operation) -> Value {
-    json!({
+    let mut v = json!({
         "cluster-id": op.cluster_id,
-        "job-id": op.job_id,
+        "job-id": (op.job_id != JobId::NONE).then_some(op.job_id),
         "request-id": op.request_id,
         "kind": op.kind.as_str(),
         "status": op.status.as_str(),
@@ -253,7 +267,21 @@ pub fn operation_json(op: &Operation) -> Value {
         "failure-cause": op.failure_cause,
         "created-at": time(op.created_at),
         "completed-at": op.completed_at.map(time),
-    })
+        "trigger": op.trigger.as_str(),
+        "disposed-at": op.disposed_at.map(time),
+    });
+    match op.kind {
+        OperationKind::Checkpoint => {
+            v["checkpoint-type"] = json!(op.checkpoint_type.map(|t| t.as_str()));
+            v["checkpoint-id"] = json!(op.checkpoint_id);
+        }
+        OperationKind::Disposal => v["savepoint-path"] = json!(op.savepoint_path),
+        _ => {}
+    }
+    if let Some(due) = op.due_at {
+        v["due-at"] = json!(time(due));
+    }
+    v
 }
 
 async fn complete(
@@ -306,6 +334,17 @@ async fn complete(
         job,
         request,
     };
+    // A checkpoint or a disposal is completed here with a failure-cause only (the schema
+    // keeps a location for savepoints).
+    if let Some(op) = state.store.get_operation(&key).await?
+        && !op.kind.is_savepoint()
+        && matches!(outcome, Outcome::Location(_))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "a {} operation is completed here with a failure-cause only",
+            op.kind
+        )));
+    }
     let op = state
         .store
         .complete_operation(&key, &outcome, None)
@@ -328,6 +367,7 @@ struct ListQuery {
     #[serde(rename = "job-id")]
     job_id: Option<String>,
     status: Option<String>,
+    kind: Option<String>,
     limit: Option<String>,
     after: Option<String>,
 }
@@ -352,6 +392,15 @@ async fn list(
             ))
         })?),
     };
+    let kind = match q.kind.as_deref() {
+        None | Some("") => None,
+        Some(k) => Some(OperationKind::parse(k).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "query parameter `kind` must be SAVEPOINT, CANCEL_WITH_SAVEPOINT, \
+                 STOP_WITH_SAVEPOINT, TERMINATE_WITH_SAVEPOINT, CHECKPOINT or DISPOSAL, got {k:?}"
+            ))
+        })?),
+    };
     let limit = parse_limit(q.limit.as_deref())?;
     let after = q.after.as_deref().map(parse_cursor).transpose()?;
     let mut ops = state
@@ -361,6 +410,7 @@ async fn list(
             &OperationFilter {
                 job,
                 status,
+                kind,
                 after,
                 limit: limit + 1,
             },

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::ids::{ClusterId, JobId};
+use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::wire::{ResultId, ResultKind};
 
 mod db;
@@ -155,6 +155,80 @@ pub trait Store: Send + Sync + 'static {
     async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>>;
 
     async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>>;
+
+    // ---- The savepoint lifecycle (issue 16): disposals, schedules, retention, the latest
+    // savepoint. ----
+
+    /// A disposal by its trigger id (Flink's disposal routes name no job).
+    async fn get_disposal(
+        &self,
+        cluster: &ClusterId,
+        request: TriggerId,
+    ) -> StoreResult<Option<Operation>>;
+
+    /// Sets the cluster's schedule (`job_id` None) or a job's override; the next due time
+    /// is one interval from now (none without an interval).
+    async fn put_schedule(&self, schedule: &Schedule) -> StoreResult<Schedule>;
+
+    async fn get_schedule(
+        &self,
+        cluster: &ClusterId,
+        job: Option<JobId>,
+    ) -> StoreResult<Option<Schedule>>;
+
+    /// The cluster's schedule and its jobs' overrides.
+    async fn list_schedules(&self, cluster: &ClusterId) -> StoreResult<Vec<Schedule>>;
+
+    /// False when there was none.
+    async fn delete_schedule(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool>;
+
+    /// Schedules whose due time has come (database clock), of every cluster.
+    async fn due_schedules(&self) -> StoreResult<Vec<Schedule>>;
+
+    /// Moves a schedule from the due time it served to the first due time after now; false
+    /// when it had moved already (another replica served it).
+    async fn advance_schedule(&self, schedule: &Schedule) -> StoreResult<bool>;
+
+    /// Failed scheduled operations due for another try: their backoff (`backoff` ×
+    /// 2^retry) passed, fewer than `max` retries, no later try or due time of their job.
+    async fn schedule_retries(&self, backoff: Duration, max: i32) -> StoreResult<Vec<Operation>>;
+
+    /// Sets the cluster's retention policy (`job_id` None) or a job's override.
+    async fn put_retention(&self, retention: &Retention) -> StoreResult<Retention>;
+
+    async fn get_retention(
+        &self,
+        cluster: &ClusterId,
+        job: Option<JobId>,
+    ) -> StoreResult<Option<Retention>>;
+
+    /// False when there was none.
+    async fn delete_retention(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool>;
+
+    /// Completed savepoints past their retention policy, never a job's newest, with no
+    /// disposal open or done and the last failed one past its backoff; per cluster.
+    async fn expired_savepoints(
+        &self,
+        backoff: Duration,
+        max: i32,
+    ) -> StoreResult<Vec<(ClusterId, Expired)>>;
+
+    /// The newest completed savepoint of a job with a location, not disposed of.
+    async fn latest_savepoint(
+        &self,
+        cluster: &ClusterId,
+        job: JobId,
+    ) -> StoreResult<Option<Operation>>;
+
+    /// The same for any job of that name (Flink's job overview, the job results).
+    async fn latest_savepoint_by_name(
+        &self,
+        cluster: &ClusterId,
+        name: &str,
+    ) -> StoreResult<Option<Operation>>;
+
+    /// Keeps the jobs Flink's job overview showed (their names).
+    async fn record_flink_jobs(&self, cluster: &ClusterId, jobs: &[FlinkJob]) -> StoreResult<()>;
 
     // ---- Flink's HA services. Writes with an `epoch` land only while it holds the
     // cluster's live lease, else [`StoreError::Fenced`]. ----

@@ -136,6 +136,10 @@ text_enum!(
         StopWithSavepoint = "STOP_WITH_SAVEPOINT",
         /// `POST /jobs/:id/stop` with `drain` true.
         TerminateWithSavepoint = "TERMINATE_WITH_SAVEPOINT",
+        /// `POST /jobs/:id/checkpoints` (Flink 1.17+).
+        Checkpoint = "CHECKPOINT",
+        /// `POST /savepoint-disposal`: removing a savepoint's files.
+        Disposal = "DISPOSAL",
     }
 );
 
@@ -147,7 +151,33 @@ impl OperationKind {
             OperationKind::StopWithSavepoint | OperationKind::TerminateWithSavepoint
         )
     }
+
+    /// Whether it takes a savepoint (and completes with a location).
+    pub fn is_savepoint(self) -> bool {
+        !matches!(self, OperationKind::Checkpoint | OperationKind::Disposal)
+    }
 }
+
+text_enum!(
+    /// Who made an operation.
+    Trigger {
+        /// A client of the API (Flink's CLI, a script, the plugin).
+        Api = "api",
+        /// A savepoint schedule, at one of its due times.
+        Schedule = "schedule",
+        /// A retention policy disposing of a savepoint.
+        Retention = "retention",
+    }
+);
+
+text_enum!(
+    /// The checkpoint types jobstore passes to Flink (`INCREMENTAL` is refused by Flink 2.3,
+    /// FLINK-33723).
+    CheckpointType {
+        Configured = "CONFIGURED",
+        Full = "FULL",
+    }
+);
 
 text_enum!(
     /// Flink's operation status: a failed savepoint is COMPLETED with a failure-cause.
@@ -186,6 +216,22 @@ pub struct Operation {
     pub lease_owner: Option<String>,
     pub triggered_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
+    /// Who made it.
+    pub trigger: Trigger,
+    /// A checkpoint's type, and the id of the checkpoint it completed.
+    pub checkpoint_type: Option<CheckpointType>,
+    pub checkpoint_id: Option<i64>,
+    /// A disposal's savepoint, and the trigger id Flink gave the disposal.
+    pub savepoint_path: Option<String>,
+    pub flink_trigger_id: Option<TriggerId>,
+    /// When jobstore disposed of this savepoint's location.
+    pub disposed_at: Option<DateTime<Utc>>,
+    /// A scheduled operation's due time, and its retry within that due time (or a
+    /// disposal's retry).
+    pub due_at: Option<DateTime<Utc>>,
+    pub retry: i32,
+    /// The job's name when the operation was made, if known.
+    pub job_name: Option<String>,
 }
 
 impl Operation {
@@ -199,11 +245,17 @@ impl Operation {
 
     /// The completed result, if any.
     pub fn outcome(&self) -> Option<Outcome> {
-        match (&self.location, &self.failure_cause) {
-            (Some(l), _) => Some(Outcome::Location(l.clone())),
-            (None, Some(c)) => Some(Outcome::FailureCause(c.clone())),
-            _ => None,
+        if self.status == OperationStatus::InProgress {
+            return None;
         }
+        Some(
+            match (&self.location, &self.failure_cause, self.checkpoint_id) {
+                (_, Some(c), _) => Outcome::FailureCause(c.clone()),
+                (Some(l), None, _) => Outcome::Location(l.clone()),
+                (None, None, Some(id)) => Outcome::Checkpoint(id),
+                (None, None, None) => Outcome::Disposed,
+            },
+        )
     }
 }
 
@@ -212,6 +264,7 @@ impl Operation {
 pub struct OperationFilter {
     pub job: Option<JobId>,
     pub status: Option<OperationStatus>,
+    pub kind: Option<OperationKind>,
     /// The (job id, request id) of the last operation of the previous page.
     pub after: Option<(JobId, TriggerId)>,
     pub limit: u32,
@@ -225,12 +278,42 @@ pub struct NewOperation {
     pub target_directory: Option<String>,
     /// "CANONICAL" or "NATIVE".
     pub format_type: String,
+    pub trigger: Trigger,
+    /// A checkpoint's type (required for one, none for others).
+    pub checkpoint_type: Option<CheckpointType>,
+    /// A disposal's savepoint (required for one, none for others).
+    pub savepoint_path: Option<String>,
+    /// A scheduled operation's due time (required for one, none for others).
+    pub due_at: Option<DateTime<Utc>>,
+    pub retry: i32,
+    pub job_name: Option<String>,
 }
 
-/// How an operation ended: Flink's `{"location"}` or `{"failure-cause"}`.
+impl NewOperation {
+    /// A savepoint operation of a client of the API, to be completed with the rest.
+    pub fn new(key: OperationKey, kind: OperationKind) -> Self {
+        NewOperation {
+            key,
+            kind,
+            target_directory: None,
+            format_type: "CANONICAL".to_owned(),
+            trigger: Trigger::Api,
+            checkpoint_type: None,
+            savepoint_path: None,
+            due_at: None,
+            retry: 0,
+            job_name: None,
+        }
+    }
+}
+
+/// How an operation ended: Flink's `{"location"}` (a savepoint), `{"checkpointId"}` (a
+/// checkpoint), `{}` (a disposal) or its failure-cause.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     Location(String),
+    Checkpoint(i64),
+    Disposed,
     FailureCause(Value),
 }
 
@@ -265,6 +348,57 @@ pub struct Progress {
     pub triggered: bool,
     /// The last error talking to Flink, kept for operators.
     pub error: Option<String>,
+    /// A disposal: the trigger id Flink answered (set once).
+    pub flink_trigger_id: Option<TriggerId>,
+}
+
+// ---- Savepoint lifecycle: schedules, retention, job names (issue 16) -------------------
+
+/// A time as whole epoch milliseconds, rounded (how the statements compare due times, and
+/// what derived trigger ids name).
+pub fn epoch_ms(t: DateTime<Utc>) -> i64 {
+    (t.timestamp_micros() + 500).div_euclid(1000)
+}
+
+/// A savepoint schedule: the cluster's (`job` None) or a job's override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    pub cluster_id: ClusterId,
+    pub job_id: Option<JobId>,
+    /// None (a job's override only): no schedule for that job.
+    pub interval: Option<std::time::Duration>,
+    /// `Savepoint` or `Checkpoint`.
+    pub kind: OperationKind,
+    pub target_directory: Option<String>,
+    pub format_type: String,
+    pub next_due_at: Option<DateTime<Utc>>,
+    pub last_triggered_at: Option<DateTime<Utc>>,
+}
+
+/// A retention policy: the cluster's (`job` None) or a job's override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    pub cluster_id: ClusterId,
+    pub job_id: Option<JobId>,
+    pub max_count: Option<i32>,
+    pub max_age: Option<std::time::Duration>,
+}
+
+/// A job Flink reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlinkJob {
+    pub job_id: JobId,
+    pub name: String,
+    pub state: String,
+}
+
+/// A completed savepoint past its retention policy.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Expired {
+    pub job_id: JobId,
+    pub location: String,
+    /// How many disposals of it failed before.
+    pub retries: i64,
 }
 
 // ---- Flink's HA services ----------------------------------------------------------------------

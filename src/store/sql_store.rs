@@ -21,7 +21,7 @@ use super::migrate;
 use super::model::*;
 use super::sql::{self, Sql};
 use super::{Store, StoreError, StoreResult};
-use crate::ids::{ApplicationId, ClusterId, JobId};
+use crate::ids::{ApplicationId, ClusterId, JobId, TriggerId};
 use crate::wire::{ResultId, ResultKind};
 
 /// The store: the database's pools and the bound of every call (`--db-timeout`).
@@ -133,6 +133,63 @@ struct ResultCountRow {
     state: ResultState,
     count: i64,
     oldest: Option<DateTime<Utc>>,
+}
+
+/// A schedule row (`schedules_*`).
+#[derive(sqlx::FromRow)]
+struct ScheduleRow {
+    cluster_id: ClusterId,
+    job_id: Option<JobId>,
+    interval_ms: Option<i64>,
+    kind: OperationKind,
+    target_directory: Option<String>,
+    format_type: String,
+    next_due_at: Option<DateTime<Utc>>,
+    last_triggered_at: Option<DateTime<Utc>>,
+}
+
+impl From<ScheduleRow> for Schedule {
+    fn from(r: ScheduleRow) -> Self {
+        Schedule {
+            cluster_id: r.cluster_id,
+            job_id: r.job_id,
+            interval: r
+                .interval_ms
+                .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+            kind: r.kind,
+            target_directory: r.target_directory,
+            format_type: r.format_type,
+            next_due_at: r.next_due_at,
+            last_triggered_at: r.last_triggered_at,
+        }
+    }
+}
+
+/// A retention row (`retention_*`).
+#[derive(sqlx::FromRow)]
+struct RetentionRow {
+    cluster_id: ClusterId,
+    job_id: Option<JobId>,
+    max_count: Option<i32>,
+    max_age_ms: Option<i64>,
+}
+
+impl From<RetentionRow> for Retention {
+    fn from(r: RetentionRow) -> Self {
+        Retention {
+            cluster_id: r.cluster_id,
+            job_id: r.job_id,
+            max_count: r.max_count,
+            max_age: r
+                .max_age_ms
+                .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+        }
+    }
+}
+
+/// A duration in whole milliseconds.
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// `ha_fence_check`: a row while the epoch is live.
@@ -430,6 +487,12 @@ impl Store for SqlStore {
                 Arg::str(new.kind.as_str()),
                 Arg::opt_str(new.target_directory.as_deref()),
                 Arg::str(&new.format_type),
+                Arg::str(new.trigger.as_str()),
+                Arg::opt_text(new.checkpoint_type),
+                Arg::opt_str(new.savepoint_path.as_deref()),
+                Arg::OptInt(new.due_at.map(epoch_ms)),
+                Arg::Int(i64::from(new.retry)),
+                Arg::opt_str(new.job_name.as_deref()),
             ]);
             if let Some(op) = self
                 .db
@@ -481,6 +544,7 @@ impl Store for SqlStore {
                 Arg::text(after_job),
                 Arg::text(after_request),
                 Arg::Int(i64::from(filter.limit)),
+                Arg::opt_text(filter.kind),
             ];
             Ok(self.db.all(Side::Read, sql::OPERATIONS_LIST, &args).await?)
         })
@@ -494,15 +558,18 @@ impl Store for SqlStore {
         fence: Option<i32>,
     ) -> StoreResult<Operation> {
         self.within(async {
-            let (location, cause) = match outcome {
-                Outcome::Location(l) => (Some(l.as_str()), None),
-                Outcome::FailureCause(c) => (None, Some(c)),
+            let (location, cause, checkpoint) = match outcome {
+                Outcome::Location(l) => (Some(l.as_str()), None, None),
+                Outcome::FailureCause(c) => (None, Some(c), None),
+                Outcome::Checkpoint(id) => (None, None, Some(*id)),
+                Outcome::Disposed => (None, None, None),
             };
             let mut args = key_args(key);
             args.extend([
                 Arg::opt_str(location),
                 Arg::OptJson(cause),
                 Arg::OptInt(fence.map(i64::from)),
+                Arg::OptInt(checkpoint),
             ]);
             // Read back before committing, as for results: a failure-cause that could not
             // be read again is refused rather than stored.
@@ -513,6 +580,13 @@ impl Store for SqlStore {
                 .await
                 .map_err(read_back)?;
             if let Some(op) = completed {
+                // A savepoint disposed of is marked so on its own operation, at once.
+                if let (Outcome::Disposed, Some(path)) = (outcome, &op.savepoint_path) {
+                    let marked = [Arg::str(key.cluster.as_str()), Arg::str(path)];
+                    tx.on()
+                        .execute(sql::OPERATIONS_MARK_DISPOSED, &marked)
+                        .await?;
+                }
                 tx.commit().await?;
                 return Ok(op);
             }
@@ -558,6 +632,7 @@ impl Store for SqlStore {
                 Arg::Bool(progress.triggered),
                 Arg::opt_str(progress.error.as_deref()),
                 Arg::Int(i64::from(attempt)),
+                Arg::opt_text(progress.flink_trigger_id),
             ]);
             Ok(self.db.execute(sql::OPERATIONS_RENEW, &args).await? == 1)
         })
@@ -603,6 +678,166 @@ impl Store for SqlStore {
     async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>> {
         let args = [Arg::str(cluster.as_str())];
         self.within(self.read_one(sql::CLUSTERS_GET, &args)).await
+    }
+
+    async fn get_disposal(
+        &self,
+        cluster: &ClusterId,
+        request: TriggerId,
+    ) -> StoreResult<Option<Operation>> {
+        let args = [Arg::str(cluster.as_str()), Arg::text(request)];
+        self.within(self.read_one(sql::OPERATIONS_GET_DISPOSAL, &args))
+            .await
+    }
+
+    async fn put_schedule(&self, s: &Schedule) -> StoreResult<Schedule> {
+        let args = [
+            Arg::str(s.cluster_id.as_str()),
+            Arg::text(job_column(s.job_id)),
+            Arg::OptInt(s.interval.map(millis)),
+            Arg::str(s.kind.as_str()),
+            Arg::opt_str(s.target_directory.as_deref()),
+            Arg::str(&s.format_type),
+        ];
+        let put = self.upsert::<ScheduleRow>(sql::SCHEDULES_PUT, &args);
+        self.within(async { Ok(put.await?.into()) }).await
+    }
+
+    async fn get_schedule(
+        &self,
+        cluster: &ClusterId,
+        job: Option<JobId>,
+    ) -> StoreResult<Option<Schedule>> {
+        let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
+        let row = self.read_one::<ScheduleRow>(sql::SCHEDULES_GET, &args);
+        self.within(async { Ok(row.await?.map(Schedule::from)) })
+            .await
+    }
+
+    async fn list_schedules(&self, cluster: &ClusterId) -> StoreResult<Vec<Schedule>> {
+        let args = [Arg::str(cluster.as_str())];
+        let rows = self.read_all::<ScheduleRow>(Side::Read, sql::SCHEDULES_LIST, &args);
+        self.within(async { Ok(rows.await?.into_iter().map(Schedule::from).collect()) })
+            .await
+    }
+
+    async fn delete_schedule(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool> {
+        let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
+        let deleted = self.db.execute(sql::SCHEDULES_DELETE, &args);
+        self.within(async { Ok(deleted.await? > 0) }).await
+    }
+
+    async fn due_schedules(&self) -> StoreResult<Vec<Schedule>> {
+        let rows = self.read_all::<ScheduleRow>(Side::Write, sql::SCHEDULES_DUE, &[]);
+        self.within(async { Ok(rows.await?.into_iter().map(Schedule::from).collect()) })
+            .await
+    }
+
+    async fn advance_schedule(&self, s: &Schedule) -> StoreResult<bool> {
+        let Some(due) = s.next_due_at else {
+            return Ok(false);
+        };
+        let args = [
+            Arg::str(s.cluster_id.as_str()),
+            Arg::text(job_column(s.job_id)),
+            Arg::Int(epoch_ms(due)),
+        ];
+        let advanced = self.db.execute(sql::SCHEDULES_ADVANCE, &args);
+        self.within(async { Ok(advanced.await? == 1) }).await
+    }
+
+    async fn schedule_retries(&self, backoff: Duration, max: i32) -> StoreResult<Vec<Operation>> {
+        let args = [Arg::millis(backoff), Arg::Int(i64::from(max))];
+        self.within(self.read_all(Side::Write, sql::OPERATIONS_SCHEDULE_RETRIES, &args))
+            .await
+    }
+
+    async fn put_retention(&self, r: &Retention) -> StoreResult<Retention> {
+        let args = [
+            Arg::str(r.cluster_id.as_str()),
+            Arg::text(job_column(r.job_id)),
+            Arg::OptInt(r.max_count.map(i64::from)),
+            Arg::OptInt(r.max_age.map(millis)),
+        ];
+        let put = self.upsert::<RetentionRow>(sql::RETENTION_PUT, &args);
+        self.within(async { Ok(put.await?.into()) }).await
+    }
+
+    async fn get_retention(
+        &self,
+        cluster: &ClusterId,
+        job: Option<JobId>,
+    ) -> StoreResult<Option<Retention>> {
+        let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
+        let row = self.read_one::<RetentionRow>(sql::RETENTION_GET, &args);
+        self.within(async { Ok(row.await?.map(Retention::from)) })
+            .await
+    }
+
+    async fn delete_retention(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool> {
+        let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
+        let deleted = self.db.execute(sql::RETENTION_DELETE, &args);
+        self.within(async { Ok(deleted.await? > 0) }).await
+    }
+
+    async fn expired_savepoints(
+        &self,
+        backoff: Duration,
+        max: i32,
+    ) -> StoreResult<Vec<(ClusterId, Expired)>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            cluster_id: ClusterId,
+            #[sqlx(flatten)]
+            expired: Expired,
+        }
+        let args = [Arg::millis(backoff), Arg::Int(i64::from(max))];
+        let rows = self.read_all::<Row>(Side::Write, sql::OPERATIONS_EXPIRED_SAVEPOINTS, &args);
+        self.within(async {
+            Ok(rows
+                .await?
+                .into_iter()
+                .map(|r| (r.cluster_id, r.expired))
+                .collect())
+        })
+        .await
+    }
+
+    async fn latest_savepoint(
+        &self,
+        cluster: &ClusterId,
+        job: JobId,
+    ) -> StoreResult<Option<Operation>> {
+        let args = [Arg::str(cluster.as_str()), Arg::text(job)];
+        self.within(self.read_one(sql::OPERATIONS_LATEST_SAVEPOINT, &args))
+            .await
+    }
+
+    async fn latest_savepoint_by_name(
+        &self,
+        cluster: &ClusterId,
+        name: &str,
+    ) -> StoreResult<Option<Operation>> {
+        let args = [Arg::str(cluster.as_str()), Arg::str(name)];
+        self.within(self.read_one(sql::OPERATIONS_LATEST_SAVEPOINT_BY_NAME, &args))
+            .await
+    }
+
+    async fn record_flink_jobs(&self, cluster: &ClusterId, jobs: &[FlinkJob]) -> StoreResult<()> {
+        self.within(async {
+            let mut tx = self.db.begin().await?;
+            for job in jobs {
+                let args = [
+                    Arg::str(cluster.as_str()),
+                    Arg::text(job.job_id),
+                    Arg::str(&job.name),
+                    Arg::str(&job.state),
+                ];
+                tx.on().execute(sql::FLINK_JOBS_RECORD, &args).await?;
+            }
+            Ok(tx.commit().await?)
+        })
+        .await
     }
 
     async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>> {
@@ -935,6 +1170,12 @@ impl SqlStore {
             .optional(Side::Write, sql::HA_FENCE_CHECK, &args[..2])
             .await?;
         live.map(|_| false).ok_or(StoreError::Fenced)
+    }
+
+    /// An insert-or-update that answers its row.
+    async fn upsert<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<T> {
+        let row = self.db.optional(Side::Write, sql, args).await?;
+        row.ok_or(StoreError::Database(sqlx::Error::RowNotFound))
     }
 
     async fn read_one<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<Option<T>> {

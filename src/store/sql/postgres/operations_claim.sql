@@ -12,6 +12,7 @@ UPDATE savepoint_operations
         ORDER BY s.next_attempt_at LIMIT 1 FOR UPDATE OF s SKIP LOCKED)
 RETURNING cluster_id, job_id, request_id, kind, status, target_directory, format_type,
        location, failure_cause, created_at, completed_at, attempt, lease_owner, triggered_at,
-       last_error,
+       last_error, trigger, checkpoint_type, checkpoint_id, savepoint_path, flink_trigger_id,
+       disposed_at, due_at, retry, job_name,
        (SELECT c.flink_rest_url FROM clusters c
          WHERE c.cluster_id = savepoint_operations.cluster_id) AS flink_rest_url

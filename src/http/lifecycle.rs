@@ -1,0 +1,507 @@
+//! The savepoint lifecycle over HTTP (issue 16): Flink's checkpoint trigger and status
+//! (Flink 1.17+) and savepoint disposal, answered like Flink and driven by the executor
+//! like savepoints; and jobstore's own savepoint schedules, retention policies and latest
+//! savepoint, per cluster with per-job overrides.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Map, Value, json};
+
+use super::error::{ApiError, ApiResult};
+use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
+use super::results::time;
+use super::savepoints::{cluster_of, create, flink_id, operation_json, status_json};
+use super::{AppState, FLINK_PREFIXES, parse_cluster, parse_hex};
+use crate::ids::{ClusterId, JobId, TriggerId};
+use crate::store::{
+    CheckpointType, NewOperation, OperationKey, OperationKind, Retention, Schedule,
+};
+use crate::wire::reject_nul;
+
+/// Shortest schedule interval.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Shortest retention age.
+pub const MIN_AGE: Duration = Duration::from_secs(1);
+
+pub fn router() -> Router<AppState> {
+    let mut r = Router::new();
+    for prefix in FLINK_PREFIXES {
+        r = r
+            .route(
+                &format!("{prefix}/jobs/{{jobid}}/checkpoints"),
+                post(trigger_checkpoint),
+            )
+            .route(
+                &format!("{prefix}/jobs/{{jobid}}/checkpoints/{{triggerid}}"),
+                get(checkpoint_status),
+            )
+            .route(
+                &format!("{prefix}/savepoint-disposal"),
+                post(trigger_disposal),
+            )
+            .route(
+                &format!("{prefix}/savepoint-disposal/{{triggerid}}"),
+                get(disposal_status),
+            );
+    }
+    let cluster = "/v1/clusters/{cluster}";
+    let job = "/v1/clusters/{cluster}/jobs/{jobid}";
+    for base in [cluster, job] {
+        r = r
+            .route(
+                &format!("{base}/savepoint-schedule"),
+                get(get_schedule).put(put_schedule).delete(delete_schedule),
+            )
+            .route(
+                &format!("{base}/savepoint-retention"),
+                get(get_retention)
+                    .put(put_retention)
+                    .delete(delete_retention),
+            );
+    }
+    r.route(&format!("{job}/latest-savepoint"), get(latest_of_job))
+        .route(&format!("{cluster}/latest-savepoint"), get(latest_by_name))
+}
+
+type Params = PathParams<HashMap<String, String>>;
+
+fn accepted(status: StatusCode, id: TriggerId) -> Response {
+    (status, Json(json!({ "request-id": id }))).into_response()
+}
+
+// ---- Checkpoints (Flink's POST /jobs/:jobid/checkpoints) ----
+
+/// Parses Flink's `CheckpointTriggerRequestBody` as Flink does: missing or empty is `{}`,
+/// unknown fields ignored, anything malformed Flink's message; `INCREMENTAL`, which Flink
+/// 2.3 accepts and then fails with a 500 (FLINK-33723), a clear 400.
+fn parse_checkpoint_body(bytes: &[u8]) -> ApiResult<(CheckpointType, Option<TriggerId>)> {
+    let malformed = || {
+        ApiError::BadRequest(
+            "Request did not match expected format CheckpointTriggerRequestBody.".into(),
+        )
+    };
+    let fields: Map<String, Value> = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        match serde_json::from_slice(bytes) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(malformed()),
+        }
+    };
+    let checkpoint_type = match fields.get("checkpointType") {
+        None | Some(Value::Null) => CheckpointType::Configured,
+        Some(Value::String(t)) if t == "INCREMENTAL" => {
+            return Err(ApiError::BadRequest(
+                "checkpointType INCREMENTAL is not supported by Flink 2.3 (FLINK-33723): \
+                 use CONFIGURED or FULL"
+                    .into(),
+            ));
+        }
+        Some(Value::String(t)) => CheckpointType::parse(t).ok_or_else(malformed)?,
+        Some(_) => return Err(malformed()),
+    };
+    let trigger_id = match fields.get("triggerId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => Some(t.parse().map_err(|_| malformed())?),
+        Some(_) => return Err(malformed()),
+    };
+    Ok((checkpoint_type, trigger_id))
+}
+
+async fn trigger_checkpoint(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    RawBody(bytes): RawBody,
+) -> ApiResult<Response> {
+    let cluster = cluster_of(&state, &params)?;
+    let job: JobId = flink_id(&params, "jobid")?;
+    let (checkpoint_type, trigger_id) = parse_checkpoint_body(&bytes)?;
+    let key = OperationKey {
+        cluster,
+        job,
+        request: trigger_id.unwrap_or_else(TriggerId::random),
+    };
+    let mut new = NewOperation::new(key, OperationKind::Checkpoint);
+    new.checkpoint_type = Some(checkpoint_type);
+    let op = create(&state, &new).await?;
+    Ok(accepted(StatusCode::ACCEPTED, op.request_id))
+}
+
+async fn checkpoint_status(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let cluster = cluster_of(&state, &params)?;
+    let job: JobId = flink_id(&params, "jobid")?;
+    let request: TriggerId = flink_id(&params, "triggerid")?;
+    let key = OperationKey {
+        cluster,
+        job,
+        request,
+    };
+    match state.store.get_operation(&key).await? {
+        Some(op) if op.kind == OperationKind::Checkpoint => Ok(Json(status_json(&op))),
+        _ => Err(ApiError::NotFound(format!(
+            "There is no checkpoint operation with triggerId={request} for job {job}."
+        ))),
+    }
+}
+
+// ---- Savepoint disposal (Flink's POST /savepoint-disposal) ----
+
+/// Flink answers 200 here (not 202) and takes no trigger id from its client; the path is
+/// required. The operation belongs to no job ([`JobId::NONE`]).
+async fn trigger_disposal(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    RawBody(bytes): RawBody,
+) -> ApiResult<Response> {
+    let cluster = cluster_of(&state, &params)?;
+    let missing =
+        || ApiError::BadRequest("Field savepoint-path must not be omitted or be null.".into());
+    let fields: Map<String, Value> = match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(m)) => m,
+        _ if bytes.iter().all(u8::is_ascii_whitespace) => return Err(missing()),
+        _ => {
+            return Err(ApiError::BadRequest(
+                "Request did not match expected format SavepointDisposalRequest.".into(),
+            ));
+        }
+    };
+    let path = match fields.get("savepoint-path") {
+        None | Some(Value::Null) => return Err(missing()),
+        Some(Value::String(p)) if !p.is_empty() && !p.contains('\0') => p.clone(),
+        Some(_) => {
+            return Err(ApiError::BadRequest(
+                "Request did not match expected format SavepointDisposalRequest.".into(),
+            ));
+        }
+    };
+    let key = OperationKey {
+        cluster,
+        job: JobId::NONE,
+        request: TriggerId::random(),
+    };
+    let mut new = NewOperation::new(key, OperationKind::Disposal);
+    new.savepoint_path = Some(path);
+    let op = create(&state, &new).await?;
+    Ok(accepted(StatusCode::OK, op.request_id))
+}
+
+async fn disposal_status(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let cluster = cluster_of(&state, &params)?;
+    let request: TriggerId = flink_id(&params, "triggerid")?;
+    match state.store.get_disposal(&cluster, request).await? {
+        Some(op) => Ok(Json(status_json(&op))),
+        None => Err(ApiError::NotFound(format!(
+            "Operation not found under key: {request}"
+        ))),
+    }
+}
+
+// ---- Schedules and retention (ours), per cluster and per job ----
+
+/// The cluster and, under `/jobs/{jobid}/`, the job a route names.
+fn scope(params: &HashMap<String, String>) -> ApiResult<(ClusterId, Option<JobId>)> {
+    let cluster = parse_cluster(
+        params
+            .get("cluster")
+            .map(String::as_str)
+            .unwrap_or_default(),
+    )?;
+    let job = params
+        .get("jobid")
+        .map(|j| parse_hex("job id", j))
+        .transpose()?;
+    Ok((cluster, job))
+}
+
+fn scope_name(job: Option<JobId>) -> String {
+    match job {
+        Some(job) => format!("job {job}"),
+        None => "the cluster".to_owned(),
+    }
+}
+
+/// A duration field (`"6h"`, `"30s"`) of at least `min`; `null` when `nullable`.
+fn duration_field(
+    body: &Map<String, Value>,
+    field: &str,
+    min: Duration,
+    nullable: bool,
+) -> ApiResult<Option<Duration>> {
+    let bad = || {
+        ApiError::BadRequest(format!(
+            "field `{field}` must be a duration of at least {} such as \"30s\", \"6h\" or \"7d\"{}",
+            humantime::format_duration(min),
+            if nullable { ", or null" } else { "" }
+        ))
+    };
+    match body.get(field) {
+        None => Ok(None),
+        Some(Value::Null) if nullable => Ok(None),
+        Some(Value::String(s)) => humantime::parse_duration(s)
+            .ok()
+            .filter(|d| *d >= min && d.as_millis() < i64::MAX as u128)
+            .map(Some)
+            .ok_or_else(bad),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// Refuses fields other than `known` (a misspelt field is no default).
+fn only_fields(body: &Map<String, Value>, known: &[&str]) -> ApiResult<()> {
+    match body.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "unknown field `{other}`: expected {}",
+            known.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn object(body: Value) -> ApiResult<Map<String, Value>> {
+    match body {
+        Value::Object(m) => {
+            for (field, value) in &m {
+                reject_nul(value, field).map_err(ApiError::BadRequest)?;
+            }
+            Ok(m)
+        }
+        _ => Err(ApiError::BadRequest(
+            "the body must be a JSON object".into(),
+        )),
+    }
+}
+
+fn schedule_json(s: &Schedule) -> Value {
+    json!({
+        "cluster-id": s.cluster_id,
+        "job-id": s.job_id,
+        "interval": s.interval.map(|i| humantime::format_duration(i).to_string()),
+        "kind": s.kind.as_str(),
+        "target-directory": s.target_directory,
+        "format-type": s.format_type,
+        "next-due-at": s.next_due_at.map(time),
+        "last-triggered-at": s.last_triggered_at.map(time),
+    })
+}
+
+async fn put_schedule(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    JsonValue(body): JsonValue,
+) -> ApiResult<Json<Value>> {
+    let (cluster, job) = scope(&params)?;
+    let body = object(body)?;
+    only_fields(
+        &body,
+        &["interval", "kind", "target-directory", "format-type"],
+    )?;
+    // A job's override may say `"interval": null`: no schedule for that job.
+    let interval = duration_field(&body, "interval", MIN_INTERVAL, job.is_some())?;
+    if interval.is_none() && (job.is_none() || !body.contains_key("interval")) {
+        return Err(ApiError::BadRequest(format!(
+            "field `interval` is required (at least {}){}",
+            humantime::format_duration(MIN_INTERVAL),
+            if job.is_some() {
+                "; null: no schedule for this job"
+            } else {
+                ""
+            }
+        )));
+    }
+    let text = |field: &str, allowed: &[&str]| -> ApiResult<Option<String>> {
+        match body.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if allowed.is_empty() && !s.is_empty() => Ok(Some(s.clone())),
+            Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(Some(s.clone())),
+            Some(_) if allowed.is_empty() => Err(ApiError::BadRequest(format!(
+                "field `{field}` must be a non-empty string or null"
+            ))),
+            Some(_) => Err(ApiError::BadRequest(format!(
+                "field `{field}` must be one of {}",
+                allowed.join(", ")
+            ))),
+        }
+    };
+    let kind = match text("kind", &["SAVEPOINT", "CHECKPOINT"])?.as_deref() {
+        Some("CHECKPOINT") => OperationKind::Checkpoint,
+        _ => OperationKind::Savepoint,
+    };
+    let schedule = Schedule {
+        cluster_id: cluster,
+        job_id: job,
+        interval,
+        kind,
+        target_directory: text("target-directory", &[])?,
+        format_type: text("format-type", &["CANONICAL", "NATIVE"])?
+            .unwrap_or_else(|| "CANONICAL".to_owned()),
+        next_due_at: None,
+        last_triggered_at: None,
+    };
+    let stored = state.store.put_schedule(&schedule).await?;
+    state.executor_wakeup.notify_waiters();
+    Ok(Json(schedule_json(&stored)))
+}
+
+async fn get_schedule(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (cluster, job) = scope(&params)?;
+    match state.store.get_schedule(&cluster, job).await? {
+        Some(s) => Ok(Json(schedule_json(&s))),
+        None => Err(ApiError::NotFound(format!(
+            "no savepoint schedule for {} of cluster {cluster}",
+            scope_name(job)
+        ))),
+    }
+}
+
+async fn delete_schedule(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+) -> ApiResult<StatusCode> {
+    let (cluster, job) = scope(&params)?;
+    if state.store.delete_schedule(&cluster, job).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no savepoint schedule for {} of cluster {cluster}",
+            scope_name(job)
+        )))
+    }
+}
+
+fn retention_json(r: &Retention) -> Value {
+    json!({
+        "cluster-id": r.cluster_id,
+        "job-id": r.job_id,
+        "max-count": r.max_count,
+        "max-age": r.max_age.map(|a| humantime::format_duration(a).to_string()),
+    })
+}
+
+async fn put_retention(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    JsonValue(body): JsonValue,
+) -> ApiResult<Json<Value>> {
+    let (cluster, job) = scope(&params)?;
+    let body = object(body)?;
+    only_fields(&body, &["max-count", "max-age"])?;
+    let max_count = match body.get("max-count") {
+        None | Some(Value::Null) => None,
+        Some(n) => Some(
+            n.as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| {
+                    ApiError::BadRequest(
+                        "field `max-count` must be an integer from 1 to 2147483647".into(),
+                    )
+                })?,
+        ),
+    };
+    let max_age = duration_field(&body, "max-age", MIN_AGE, true)?;
+    if max_count.is_none() && max_age.is_none() {
+        return Err(ApiError::BadRequest(
+            "at least one of `max-count` and `max-age` is required".into(),
+        ));
+    }
+    let retention = Retention {
+        cluster_id: cluster,
+        job_id: job,
+        max_count,
+        max_age,
+    };
+    let stored = state.store.put_retention(&retention).await?;
+    state.executor_wakeup.notify_waiters();
+    Ok(Json(retention_json(&stored)))
+}
+
+async fn get_retention(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (cluster, job) = scope(&params)?;
+    match state.store.get_retention(&cluster, job).await? {
+        Some(r) => Ok(Json(retention_json(&r))),
+        None => Err(ApiError::NotFound(format!(
+            "no savepoint retention for {} of cluster {cluster}",
+            scope_name(job)
+        ))),
+    }
+}
+
+async fn delete_retention(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+) -> ApiResult<StatusCode> {
+    let (cluster, job) = scope(&params)?;
+    if state.store.delete_retention(&cluster, job).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no savepoint retention for {} of cluster {cluster}",
+            scope_name(job)
+        )))
+    }
+}
+
+// ---- The latest savepoint ----
+
+async fn latest_of_job(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (cluster, job) = scope(&params)?;
+    let job = job.unwrap_or(JobId::NONE);
+    match state.store.latest_savepoint(&cluster, job).await? {
+        Some(op) => Ok(Json(operation_json(&op))),
+        None => Err(ApiError::NotFound(format!(
+            "no completed savepoint of job {job} in cluster {cluster}"
+        ))),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct NameQuery {
+    #[serde(rename = "job-name")]
+    job_name: Option<String>,
+}
+
+async fn latest_by_name(
+    State(state): State<AppState>,
+    PathParams(params): Params,
+    QueryParams(q): QueryParams<NameQuery>,
+) -> ApiResult<Json<Value>> {
+    let (cluster, _) = scope(&params)?;
+    let name = q
+        .job_name
+        .filter(|n| !n.is_empty() && n.len() <= 4096 && !n.contains('\0'))
+        .ok_or_else(|| {
+            ApiError::BadRequest("query parameter `job-name` is required (1 to 4096 bytes)".into())
+        })?;
+    match state
+        .store
+        .latest_savepoint_by_name(&cluster, &name)
+        .await?
+    {
+        Some(op) => Ok(Json(operation_json(&op))),
+        None => Err(ApiError::NotFound(format!(
+            "no completed savepoint of a job named {name:?} in cluster {cluster}"
+        ))),
+    }
+}

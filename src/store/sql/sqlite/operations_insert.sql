@@ -1,0 +1,13 @@
+-- $1 cluster, $2 job, $3 request (trigger id), $4 kind, $5 target directory, $6 format type,
+-- $7 trigger (api, schedule, retention), $8 checkpoint type, $9 the savepoint to dispose of,
+-- $10 a scheduled operation's due time (epoch ms), $11 its retry, $12 the job's name.
+-- A taken trigger id inserts nothing (no row): repeated and concurrent triggers make one row.
+INSERT INTO savepoint_operations
+    (cluster_id, job_id, request_id, kind, target_directory, format_type, trigger,
+     checkpoint_type, savepoint_path, due_at, retry, job_name)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, strftime('%Y-%m-%dT%H:%M:%fZ', CAST($10 AS REAL) / 1000.0, 'unixepoch'), $11, $12)
+ON CONFLICT (cluster_id, job_id, request_id) DO NOTHING
+RETURNING cluster_id, job_id, request_id, kind, status, target_directory, format_type,
+       location, failure_cause, created_at, completed_at, attempt, lease_owner, triggered_at,
+       last_error, trigger, checkpoint_type, checkpoint_id, savepoint_path, flink_trigger_id,
+       disposed_at, due_at, retry, job_name
