@@ -1,0 +1,140 @@
+"""The harness itself, on the real PostgreSQL and a real jobstore (no Flink; about 30 s).
+
+  - TcpProxy between a client and PostgreSQL: passes a PostgreSQL SSLRequest through; drop()
+    closes a carried connection; refuse() refuses new ones; hang() holds bytes until restore(),
+    which delivers them; a connection after restore() is answered again.
+  - jobstore on PostgreSQL through the TcpProxy: an outage (refuse) makes /readyz and a write
+    answer 503 while the process stays up; after restore() it is ready again, the entry written
+    before is there and a new write succeeds; a partition (hang) is answered 503 too.
+  - process signals by pid: SIGSTOP (no answer), SIGCONT (answers again), SIGTERM (exit 0),
+    SIGKILL (exit -9).
+"""
+import os
+import socket
+import time
+
+from harness import REPO, TcpProxy, expect, http, status_of, wait_for
+
+SSL_REQUEST = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")  # PostgreSQL's SSLRequest
+RESULT = os.path.join(REPO, "tests", "data", "flink-2.3.0", "job-result-store", "38dcc0b26ce09271cefd5020d41b4b88.json")
+
+
+def ssl_request(sock, timeout=5):
+    """Sends an SSLRequest; PostgreSQL answers one byte, N or S."""
+    sock.settimeout(timeout)
+    sock.sendall(SSL_REQUEST)
+    return sock.recv(1)
+
+
+def check_proxy(ctx, proxy):
+    def passes():
+        with socket.create_connection(proxy.address, timeout=5) as s:
+            answer = ssl_request(s)
+        expect(answer in (b"N", b"S"), f"answer {answer!r}")
+        return f"SSLRequest answered {answer.decode()} through 127.0.0.1:{proxy.port}"
+    ctx.check("TcpProxy passes PostgreSQL's protocol through", passes)
+
+    def drops():
+        with socket.create_connection(proxy.address, timeout=5) as s:
+            ssl_request(s)
+            n = proxy.drop()
+            s.settimeout(5)
+            try:
+                data = s.recv(1)
+            except ConnectionResetError:
+                data = b""
+        expect(data == b"", f"the connection still carries data: {data!r}")
+        return f"{n} connection(s) closed"
+    ctx.check("TcpProxy.drop() closes the connections it carries", drops)
+
+    def refuses():
+        proxy.refuse()
+        try:
+            try:
+                socket.create_connection(proxy.address, timeout=5).close()
+            except ConnectionRefusedError:
+                return "connection refused"
+            raise AssertionError("a connection was accepted")
+        finally:
+            proxy.restore()
+    ctx.check("TcpProxy.refuse() refuses new connections", refuses)
+
+    def hangs():
+        proxy.hang()
+        try:
+            with socket.create_connection(proxy.address, timeout=5) as s:
+                s.sendall(SSL_REQUEST)
+                s.settimeout(1.5)
+                try:
+                    data = s.recv(1)
+                    raise AssertionError(f"answered {data!r} during the hang")
+                except socket.timeout:
+                    pass
+                proxy.restore()
+                s.settimeout(5)
+                data = s.recv(1)
+        finally:
+            proxy.restore()
+        expect(data in (b"N", b"S"), f"after restore() {data!r}")
+        return "no answer for 1.5 s, then the held SSLRequest answered after restore()"
+    ctx.check("TcpProxy.hang() holds the bytes, restore() delivers them", hangs)
+
+    def restored():
+        with socket.create_connection(proxy.address, timeout=5) as s:
+            return f"answered {ssl_request(s).decode()}"
+    ctx.check("TcpProxy after restore() answers new connections", restored)
+
+
+def check_outage(ctx, proxy, js):
+    with open(RESULT, "rb") as f:
+        result = f.read()
+    results = f"{js.url}/v1/clusters/harness/job-results"
+    post = lambda: http("POST", results, result, {"Content-Type": "application/json"})[0]  # noqa: E731
+    ctx.require("jobstore through the TcpProxy stores a job result", lambda: expect(post() == 201, "not 201") and "201")
+
+    with proxy.outage():
+        ctx.check("PostgreSQL refused: /readyz answers 503", lambda: wait_for(
+            "503", lambda: status_of(js.url + "/readyz") == 503, 30) and "503")
+        ctx.check("PostgreSQL refused: a write answers 503, jobstore stays up", lambda: expect(
+            post() == 503, "not 503") and expect(js.alive(), "jobstore exited") and "503")
+    t0 = time.time()
+    ctx.check("PostgreSQL back: /readyz answers 200", lambda: wait_for(
+        "200", lambda: status_of(js.url + "/readyz") == 200, 60) and f"after {time.time() - t0:.1f} s")
+    ctx.check("PostgreSQL back: the entry written before the outage reads", lambda: expect(
+        status_of(f"{results}/38dcc0b26ce09271cefd5020d41b4b88") == 200, "not 200") and "200")
+
+    proxy.hang()
+    try:
+        ctx.check("PostgreSQL partitioned (hang): /readyz answers 503", lambda: wait_for(
+            "503", lambda: status_of(js.url + "/readyz", timeout=15) == 503, 60) and "503")
+    finally:
+        proxy.restore()
+        proxy.drop()  # connections that were held are of no use now
+    ctx.check("PostgreSQL back after the partition: a write answers", lambda: wait_for(
+        "200", lambda: status_of(js.url + "/readyz") == 200, 60) and expect(
+        http("DELETE", f"{results}/38dcc0b26ce09271cefd5020d41b4b88")[0] == 204, "DELETE not 204") and "DELETE 204")
+
+
+def check_signals(ctx, js):
+    def stop_cont():
+        js.pause()
+        try:
+            expect(status_of(js.url + "/readyz", timeout=2) == 0, "answered while stopped")
+        finally:
+            js.resume()
+        wait_for("an answer after SIGCONT", lambda: status_of(js.url + "/readyz") == 200, 20)
+        return "no answer while stopped, 200 after SIGCONT"
+    ctx.check("SIGSTOP / SIGCONT by pid", stop_cont)
+    ctx.check("SIGTERM by pid: jobstore exits 0", lambda: expect(js.stop() == 0, "not 0") and "exit 0")
+    ctx.require("jobstore starts again on the same port", js.start)
+    ctx.check("SIGKILL by pid: exit status -9", lambda: expect(js.kill() == -9, "not -9") and "exit -9")
+
+
+def run(ctx):
+    db = ctx.postgres.create_database("jobstore_harness")
+    proxy = TcpProxy("pg-proxy", (ctx.postgres.host, ctx.postgres.port))
+    check_proxy(ctx, proxy)
+    js = ctx.jobstore("jobstore", db.url(*proxy.address), ["--db-timeout", "2s"])
+    ctx.require("jobstore on PostgreSQL through the TcpProxy", js.start)
+    check_outage(ctx, proxy, js)
+    check_signals(ctx, js)
