@@ -17,10 +17,9 @@ import json
 import os
 import re
 import shutil
-import time
 import uuid
 
-from harness import (REPO, Fail, Proc, Stop, free_port, free_ports, get_json, http, log, run, snippet, status_of,
+from harness import (REPO, Fail, Proc, Service, Stop, free_port, free_ports, get_json, http, log, run, snippet, status_of,
                      wait_for)
 
 PLUGIN_DIR = os.path.join(REPO, "flink-ha-plugin")
@@ -182,7 +181,7 @@ def dist_java_opts(home):
     return m.group(1).strip()
 
 
-class FlinkProcess:
+class FlinkProcess(Service):
     """One JobManager or TaskManager with its own folder (conf, lib links, tmp, one log folder
     per start) and ports, kept across restarts."""
 
@@ -257,21 +256,6 @@ class FlinkProcess:
                          [os.path.join(self.cluster.flink.home, "bin", script), "start-foreground"],
                          os.path.join(self.log_dir, "console.out"), env=env)
         return self
-
-    def alive(self):
-        return bool(self.proc and self.proc.alive())
-
-    def stop(self, grace=15):
-        return self.proc.term(grace) if self.proc else None
-
-    def kill(self):
-        return self.proc.kill()
-
-    def pause(self):
-        self.proc.pause()
-
-    def resume(self):
-        self.proc.resume()
 
     def log_file(self):
         files = sorted(glob.glob(os.path.join(self.log_dir or "", "*.log")))

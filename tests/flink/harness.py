@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -348,13 +349,17 @@ class Proc:
 # --- PostgreSQL --------------------------------------------------------------------------------
 
 class Postgres:
-    """The machine's PostgreSQL (PGHOST, PGPORT, PGUSER; default 127.0.0.1 5432 postgres, trust
-    auth), reached with psql. Never stopped by the harness: TcpProxy makes outages."""
+    """The machine's PostgreSQL, reached with psql: PGHOST, PGPORT, PGUSER, else the server of
+    DATABASE_URL, else 127.0.0.1 5432 postgres (trust auth). Never stopped by the harness:
+    TcpProxy makes outages."""
 
     def __init__(self):
-        self.host = os.environ.get("PGHOST", "127.0.0.1")
-        self.port = int(os.environ.get("PGPORT", "5432"))
-        self.user = os.environ.get("PGUSER", "postgres")
+        url = urllib.parse.urlsplit(os.environ.get("DATABASE_URL", ""))
+        if url.scheme not in ("postgres", "postgresql"):
+            url = urllib.parse.urlsplit("postgres://postgres@127.0.0.1:5432")
+        self.host = os.environ.get("PGHOST") or url.hostname or "127.0.0.1"
+        self.port = int(os.environ.get("PGPORT") or url.port or 5432)
+        self.user = os.environ.get("PGUSER") or url.username or "postgres"
 
     def psql(self, database, query, timeout=60):
         env = dict(os.environ, PGHOST=self.host, PGPORT=str(self.port), PGUSER=self.user)
@@ -573,7 +578,32 @@ def jobstore_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("JOBSTORE_") or k in keep}
 
 
-class Jobstore:
+class Service:
+    """Something that runs as one process at a time (self.proc, a Proc or None), restartable."""
+
+    proc = None
+
+    def alive(self):
+        return bool(self.proc and self.proc.alive())
+
+    def stop(self, grace=15):
+        """SIGTERM, SIGKILL after grace s; the exit status (0 after a clean shutdown)."""
+        return self.proc.term(grace) if self.proc else None
+
+    def kill(self):
+        """SIGKILL; the exit status (-9)."""
+        return self.proc.kill()
+
+    def pause(self):
+        """SIGSTOP: alive, answering nothing."""
+        self.proc.pause()
+
+    def resume(self):
+        """SIGCONT."""
+        self.proc.resume()
+
+
+class Jobstore(Service):
     """`jobstore serve` on a free 127.0.0.1 port (kept across restarts), with the given flags.
     start() waits until /readyz answers 200."""
 
@@ -612,21 +642,6 @@ class Jobstore:
             self.port = free_port()
         raise Fail(f"{self.name} could not listen on three free ports")
 
-    def stop(self):
-        """SIGTERM, SIGKILL after 15 s; the exit status (0 after a clean shutdown)."""
-        return self.proc.term() if self.proc else None
-
-    def kill(self):
-        return self.proc.kill()
-
-    def pause(self):
-        self.proc.pause()
-
-    def resume(self):
-        self.proc.resume()
-
-    def alive(self):
-        return bool(self.proc and self.proc.alive())
 
 
 # --- ZooKeeper ---------------------------------------------------------------------------------
@@ -679,7 +694,7 @@ def zk_command(port, word):
             data += chunk
 
 
-class ZooKeeper:
+class ZooKeeper(Service):
     """A standalone ZooKeeper server on a free port with its own data folder."""
 
     def __init__(self, folder):
@@ -708,9 +723,6 @@ class ZooKeeper:
     def version(self):
         m = re.search(rb"Zookeeper version: ([^,\n]+)", zk_command(self.port, "srvr"))
         return m.group(1).decode() if m else ""
-
-    def stop(self):
-        return self.proc.term() if self.proc else None
 
 
 def which(tool):

@@ -28,7 +28,7 @@ import time
 
 import flink as flinklib
 from flink import LEADER_LINE
-from harness import Fail, expect, http, log, random_hex, snippet, status_of, wait_for
+from harness import expect, http, log, random_hex, snippet, status_of, wait_for
 
 FACTORY = "io.jobstore.flink.ha.JobstoreHaServicesFactory"
 

@@ -191,7 +191,7 @@ def main():
                 checks.require("tools on PATH: java javac jar psql",
                                lambda: all(harness.which(t) or harness.expect(False, f"{t} is missing")
                                            for t in ("java", "javac", "jar", "psql")))
-                checks.require(f"PostgreSQL reachable with psql", shared.postgres.reachable)
+                checks.require("PostgreSQL reachable with psql", shared.postgres.reachable)
             except Abort:
                 names = []
             for name in names:

@@ -13,7 +13,7 @@ import os
 import re
 import time
 
-from harness import Abort, Fail, expect, http, log, random_hex, snippet, wait_for
+from harness import Abort, Fail, expect, http, log, random_hex, snippet
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 

@@ -1,4 +1,4 @@
-"""The harness itself, on the real PostgreSQL and a real jobstore (no Flink; about 30 s).
+"""The harness itself, on the real PostgreSQL, a real jobstore and a real Flink (about 1 min).
 
   - TcpProxy between a client and PostgreSQL: passes a PostgreSQL SSLRequest through; drop()
     closes a carried connection; refuse() refuses new ones; hang() holds bytes until restore(),
@@ -8,12 +8,19 @@
     before is there and a new write succeeds; a partition (hang) is answered 503 too.
   - process signals by pid: SIGSTOP (no answer), SIGCONT (answers again), SIGTERM (exit 0),
     SIGKILL (exit -9).
+  - a Flink cluster as the suites start it, driven directly (a control for the savepoint suite):
+    a savepoint without target directory and without a default is refused (400); with a target
+    directory and a triggerId it is IN_PROGRESS, then COMPLETED under that triggerId with a
+    _metadata file on disk; stop-with-savepoint finishes the job; a bounded job FINISHED, a
+    failing one FAILED with the probe's cause; the cluster's memory; stopping the cluster leaves
+    none of its pids alive.
 """
+import json
 import os
 import socket
 import time
 
-from harness import REPO, TcpProxy, expect, http, status_of, wait_for
+from harness import REPO, Fail, TcpProxy, expect, http, log, random_hex, snippet, status_of, wait_for
 
 SSL_REQUEST = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")  # PostgreSQL's SSLRequest
 RESULT = os.path.join(REPO, "tests", "data", "flink-2.3.0", "job-result-store", "38dcc0b26ce09271cefd5020d41b4b88.json")
@@ -130,6 +137,103 @@ def check_signals(ctx, js):
     ctx.check("SIGKILL by pid: exit status -9", lambda: expect(js.kill() == -9, "not -9") and "exit -9")
 
 
+def savepoint_done(url, job, trigger):
+    """Polls Flink's own savepoint status until COMPLETED (60 s): (saw IN_PROGRESS, location)."""
+    saw = False
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        status, body = http("GET", f"{url}/jobs/{job}/savepoints/{trigger}")
+        expect(status == 200, f"GET savepoint status: HTTP {status} {snippet(body)}")
+        j = json.loads(body)
+        state = j["status"]["id"]
+        if state == "IN_PROGRESS":
+            expect("operation" in j and j["operation"] is None, f'IN_PROGRESS without "operation": null: {snippet(body)}')
+            saw = True
+        elif state == "COMPLETED":
+            location = (j.get("operation") or {}).get("location")
+            expect(location, f"savepoint failed: {snippet(body, 1500)}")
+            return saw, location
+        else:
+            raise Fail(f"unexpected savepoint status: {snippet(body)}")
+        time.sleep(0.2)
+    raise Fail(f"savepoint {trigger} not COMPLETED within 60 s")
+
+
+def on_disk(location, sp_dir):
+    expect(location.startswith("file:/"), f"location is not file:/...: {location}")
+    path = location[len("file:"):]
+    expect(path.startswith(sp_dir + "/"), f"location {location} is not under {sp_dir}")
+    expect(os.path.isfile(os.path.join(path, "_metadata")), f"no {path}/_metadata on disk")
+    return location
+
+
+def check_flink(ctx):
+    sp_dir = ctx.path("sp")
+    cluster = ctx.cluster("flink")
+    t0 = time.time()
+    ctx.require("Flink cluster starts (1 JobManager, 1 TaskManager, no default savepoint directory)",
+                lambda: f"{cluster.start().rest} in {time.time() - t0:.0f} s")
+    url = cluster.rest
+    job = ctx.require("an unbounded job (snapshots sleep 2 s) RUNNING", lambda: (
+        lambda j: cluster.wait_job(j, "RUNNING", 90) and j)(cluster.submit(0, 20, "smoke-unbounded", 2000)))
+
+    def no_directory():
+        status, body = http("POST", f"{url}/jobs/{job}/savepoints", {})
+        expect(status == 400 and b"execution.checkpointing.savepoint-dir] is not set" in body,
+               f"expected 400 not set, got {status} {snippet(body, 300)}")
+        return "400, execution.checkpointing.savepoint-dir is not set"
+    ctx.check("Flink: a savepoint without target-directory and without a default is refused", no_directory)
+
+    def savepoint():
+        trigger = random_hex(16)
+        t = time.time()
+        status, body = http("POST", f"{url}/jobs/{job}/savepoints",
+                            {"target-directory": f"file://{sp_dir}", "triggerId": trigger})
+        expect(status == 202, f"trigger savepoint: HTTP {status} {snippet(body)}")
+        expect(json.loads(body).get("request-id") == trigger, f"request-id is not our triggerId: {snippet(body)}")
+        saw, location = savepoint_done(url, job, trigger)
+        expect(saw, "the savepoint was never observed IN_PROGRESS")
+        return f"IN_PROGRESS then COMPLETED at {on_disk(location, sp_dir)} in {time.time() - t:.1f} s"
+    ctx.check("Flink: a savepoint with target-directory and triggerId", savepoint)
+
+    def stop():
+        trigger = random_hex(16)
+        status, body = http("POST", f"{url}/jobs/{job}/stop",
+                            {"targetDirectory": f"file://{sp_dir}", "drain": False, "triggerId": trigger})
+        expect(status == 202, f"stop-with-savepoint: HTTP {status} {snippet(body)}")
+        location = on_disk(savepoint_done(url, job, trigger)[1], sp_dir)
+        cluster.wait_job(job, "FINISHED", 60)
+        return f"COMPLETED at {location}, job FINISHED"
+    ctx.check("Flink: stop-with-savepoint", stop)
+    ctx.check("Flink: a bounded job FINISHED", lambda: cluster.wait_job(cluster.submit(20, 50, "smoke-bounded"), "FINISHED", 90))
+
+    def failing():
+        j = cluster.submit(0, 50, "smoke-failing", 0, 10)
+        cluster.wait_job(j, "FAILED", 90)
+        status, body = http("GET", f"{url}/jobs/{j}/exceptions")
+        expect(b"intentional failure after 10 records" in body, f"the failure cause is not the probe's: {snippet(body)}")
+        return "FAILED (no restart) with the probe's failure cause"
+    ctx.check("Flink: a failing job", failing)
+
+    procs = cluster.jms + cluster.tms
+    rss = 0
+    for p in procs:
+        with open(f"/proc/{p.proc.pid}/status") as f:
+            kb = int(next(line.split()[1] for line in f if line.startswith("VmRSS:")))
+        log(f"{p.name} pid {p.proc.pid} VmRSS {kb} kB")
+        rss += kb
+    log(f"cluster resident memory: {rss // 1024} MB (JobManager + TaskManager)")
+
+    def stopped():
+        pids = [p.proc.pid for p in procs]
+        t = time.time()
+        cluster.stop()
+        alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+        expect(not alive, f"still alive: {alive}")
+        return f"pids {' '.join(map(str, pids))} gone in {time.time() - t:.1f} s (SIGTERM by pid)"
+    ctx.check("Flink cluster stops", stopped)
+
+
 def run(ctx):
     db = ctx.postgres.create_database("jobstore_harness")
     proxy = TcpProxy("pg-proxy", (ctx.postgres.host, ctx.postgres.port))
@@ -138,3 +242,4 @@ def run(ctx):
     ctx.require("jobstore on PostgreSQL through the TcpProxy", js.start)
     check_outage(ctx, proxy, js)
     check_signals(ctx, js)
+    check_flink(ctx)
