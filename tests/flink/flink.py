@@ -25,6 +25,7 @@ from harness import (REPO, Fail, Proc, Service, Stop, free_port, free_ports, get
 PLUGIN_DIR = os.path.join(REPO, "flink-ha-plugin")
 PROBE_SRC = os.path.join(REPO, "scripts", "flink", "probe-job")
 PROBE_MAIN = "jobstore.probe.ProbeJob"
+PLUGIN_FACTORY = "io.jobstore.flink.ha.JobstoreHaServicesFactory"  # high-availability.type
 TERMINAL = ("FINISHED", "FAILED", "CANCELED", "SUSPENDED")
 # Logged by a JobManager when its ResourceManager service is granted leadership.
 LEADER_LINE = "Resource manager service is granted leadership"

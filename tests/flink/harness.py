@@ -181,10 +181,12 @@ def on_teardown(label, fn):
 
 
 def install_signal_handlers():
-    """SIGTERM unwinds like Ctrl-C (every scope closes, every process is stopped)."""
+    """SIGINT (also when the caller ignored it, as a shell does for a background job) raises
+    KeyboardInterrupt, SIGTERM Terminated: either unwinds every scope, stopping every process."""
     def on_term(*_):
         raise Terminated()
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # --- small things ------------------------------------------------------------------------------

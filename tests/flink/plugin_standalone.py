@@ -29,7 +29,6 @@ import time
 import flink as flinklib
 from harness import Fail, dig, expect, get_json, http, random_hex, snippet, status_of, wait_for
 
-FACTORY = "io.jobstore.flink.ha.JobstoreHaServicesFactory"
 RESOURCES = os.path.join(flinklib.PLUGIN_DIR, "src", "test", "resources", "flink-2.3-files")
 
 
@@ -175,13 +174,13 @@ def run(ctx):
     proxy = ctx.require("FaultProxy in front of jobstore", lambda: flinklib.FaultProxy(flink, "proxy", js.url, ctx.scratch))
 
     def plugin_conf(cluster_id, url, token_line):
-        return {"high-availability.type": FACTORY, "high-availability.cluster-id": cluster_id, "jobstore.url": url,
+        return {"high-availability.type": flinklib.PLUGIN_FACTORY, "high-availability.cluster-id": cluster_id, "jobstore.url": url,
                 **token_line, "jobstore.timeout": "5s", "jobstore.retries": "2", "jobstore.retry-backoff": "200ms"}
 
     # Flink cluster A ------------------------------------------------------------------------------
     a = ctx.cluster("flink-A", plugin_conf(cluster_a, proxy.url, {"jobstore.token": token_a}),
                     extra_jars=[flink.plugin_jar()])
-    ctx.require(f"Flink 2.3.0 cluster A started with high-availability.type {FACTORY}, token in jobstore.token",
+    ctx.require(f"Flink 2.3.0 cluster A started with high-availability.type {flinklib.PLUGIN_FACTORY}, token in jobstore.token",
                 lambda: f"at {a.start().rest}")
     jm_a = a.jms[0]
     using = f"Using jobstore at {proxy.url} for job and application results of cluster '{cluster_a}'"

@@ -6,7 +6,8 @@ Usage: python3 tests/flink/run.py [SUITE ...]     (no SUITE: all of them, in thi
 
 Suites (one file each in this folder):
   harness            the harness itself: the PostgreSQL TCP proxy (drop, refuse, hang) under a
-                     real jobstore, and process signals by pid (selftest.py)
+                     real jobstore, process signals by pid, a Flink cluster driven directly
+                     (selftest.py)
   savepoints         jobstore drives savepoints and stop-with-savepoint on Flink, on PostgreSQL
                      and on SQLite; answers survive a jobstore restart and a JobManager restart
                      (savepoints.py)
@@ -21,12 +22,20 @@ One Flink install, one jobstore binary, one build of the probe job and of the pl
 ZooKeeper serve every suite of a run. Each suite has its own scratch folder, databases and
 processes, all stopped by pid when the suite ends (also on a failure, Ctrl-C or SIGTERM).
 
-Env:   JOBSTORE_BIN          jobstore binary (default: target/debug/jobstore, built with
-                             `cargo build --bin jobstore` when missing)
+Adding a suite: a file here with a docstring (what it shows) and `run(ctx)`, and its name in
+SUITES below. ctx (Context) has check / require / ok (the lines), path() (its scratch folder),
+postgres.create_database(), postgres_proxy(), jobstore(name, url, flags), cluster(name, conf,
+jobmanagers, taskmanagers, extra_jars), flink() (probe_jar, plugin_jar, test classes, FaultProxy
+in flink.py) and zookeeper(); ha.py has what the HA suites share (failover, entries in API and
+SQL). Every process is a Proc: term / kill / pause / resume by pid.
+
+Env:   JOBSTORE_BIN          jobstore binary (default: $CARGO_TARGET_DIR or target, then
+                             debug/jobstore, built with `cargo build --bin jobstore` if missing)
        JOBSTORE_FLINK_CACHE  Flink install and probe-job cache (default .flink; see
                              scripts/flink/install.sh, which downloads Flink from PyPI once)
-       PGHOST PGPORT PGUSER  PostgreSQL (default 127.0.0.1 5432 postgres, trust auth): each
-                             suite creates databases with random names and drops them
+       PGHOST PGPORT PGUSER  PostgreSQL (default: the server of DATABASE_URL, else 127.0.0.1
+                             5432 postgres; trust auth): each suite creates databases with
+                             random names and drops them
        KEEP_SCRATCH=1        keep the scratch folder (logs, savepoints); its path is logged
        BENCH_OUT=FILE        plugin-zookeeper writes the failover figures there as JSON
 Needs: java, javac and jar (17), psql, python3; apt-get for ZooKeeper when it is missing.
@@ -121,6 +130,11 @@ class Context:
     def jobstore(self, name, database_url, flags=()):
         """A jobstore process (not started yet) with its log in the suite's folder."""
         return Jobstore(self.shared.jobstore_bin(), name, database_url, flags, self.scratch)
+
+    def postgres_proxy(self, name="pg-proxy"):
+        """A TcpProxy to the PostgreSQL server: give jobstore db.url(*proxy.address), then
+        proxy.outage() / hang() / drop() make the database unreachable for it alone."""
+        return harness.TcpProxy(name, (self.postgres.host, self.postgres.port))
 
     def cluster(self, name, conf=None, jobmanagers=1, taskmanagers=1, extra_jars=()):
         """A Flink cluster (not started yet) in the suite's folder."""

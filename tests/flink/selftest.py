@@ -20,7 +20,7 @@ import os
 import socket
 import time
 
-from harness import REPO, Fail, TcpProxy, expect, http, log, random_hex, snippet, status_of, wait_for
+from harness import REPO, Fail, expect, http, log, random_hex, snippet, status_of, wait_for
 
 SSL_REQUEST = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")  # PostgreSQL's SSLRequest
 RESULT = os.path.join(REPO, "tests", "data", "flink-2.3.0", "job-result-store", "38dcc0b26ce09271cefd5020d41b4b88.json")
@@ -236,7 +236,7 @@ def check_flink(ctx):
 
 def run(ctx):
     db = ctx.postgres.create_database("jobstore_harness")
-    proxy = TcpProxy("pg-proxy", (ctx.postgres.host, ctx.postgres.port))
+    proxy = ctx.postgres_proxy()
     check_proxy(ctx, proxy)
     js = ctx.jobstore("jobstore", db.url(*proxy.address), ["--db-timeout", "2s"])
     ctx.require("jobstore on PostgreSQL through the TcpProxy", js.start)
