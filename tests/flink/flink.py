@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import uuid
 
 from harness import (REPO, Fail, Proc, Service, Stop, free_port, free_ports, get_json, http, log, run, snippet, status_of,
@@ -66,8 +67,7 @@ class Flink:
         with open(os.path.join(cache, ".probe-job.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another run may build it at the same time
             if not os.path.exists(jar) or os.path.getmtime(jar) < newest_mtime(PROBE_SRC):
-                work = os.path.join(self.scratch, "probe-build")
-                shutil.rmtree(work, ignore_errors=True)
+                work = tempfile.mkdtemp(prefix="probe-build.", dir=cache)  # same file system as the jar
                 sources = sorted(glob.glob(os.path.join(PROBE_SRC, "**", "*.java"), recursive=True))
                 log(f"compiling the probe job ({len(sources)} source file(s)) against {self.home}/lib")
                 run(["javac", "--release", "11", "-nowarn", "-encoding", "UTF-8", "-cp", self.lib,
@@ -75,6 +75,7 @@ class Flink:
                 run(["jar", "--create", "--file", os.path.join(work, "probe-job.jar"), "--main-class", PROBE_MAIN,
                      "-C", os.path.join(work, "classes"), "."])
                 os.replace(os.path.join(work, "probe-job.jar"), jar)
+                shutil.rmtree(work, ignore_errors=True)
                 log(f"built {jar}")
         self._probe_jar = jar
         return jar
