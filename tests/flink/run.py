@@ -27,7 +27,8 @@ SUITES below. ctx (Context) has check / require / ok (the lines), path() (its sc
 postgres.create_database(), postgres_proxy(), jobstore(name, url, flags), cluster(name, conf,
 jobmanagers, taskmanagers, extra_jars), flink() (probe_jar, plugin_jar, test classes, FaultProxy
 in flink.py) and zookeeper(); ha.py has what the HA suites share (failover, entries in API and
-SQL). Every process is a Proc: term / kill / pause / resume by pid.
+SQL). Every process is a Proc (harness.py): term / kill / pause / resume by pid; the services
+are in services.py (Postgres, TcpProxy, Jobstore, ZooKeeper) and flink.py.
 
 Env:   JOBSTORE_BIN          jobstore binary (default: $CARGO_TARGET_DIR or target, then
                              debug/jobstore, built with `cargo build --bin jobstore` if missing)
@@ -55,7 +56,9 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 
 import harness  # noqa: E402
-from harness import Abort, Checks, Jobstore, Postgres, Terminated, ZooKeeper, log, scope, within  # noqa: E402
+import services  # noqa: E402
+from harness import Abort, Checks, Terminated, log, scope, within  # noqa: E402
+from services import Jobstore, Postgres, ZooKeeper  # noqa: E402
 
 SUITES = {
     "harness": "selftest",
@@ -87,14 +90,14 @@ class Shared:
 
     def jobstore_bin(self):
         if not self._jobstore_bin:
-            self._jobstore_bin = harness.jobstore_binary()
+            self._jobstore_bin = services.jobstore_binary()
             log(f"jobstore binary {self._jobstore_bin}")
         return self._jobstore_bin
 
     def zookeeper(self):
         """One ZooKeeper server for the run (Debian's package, installed when missing)."""
         if not self._zookeeper:
-            self.checks.require("ZooKeeper from Debian's zookeeper package", harness.ensure_zookeeper)
+            self.checks.require("ZooKeeper from Debian's zookeeper package", services.ensure_zookeeper)
             zk = ZooKeeper(os.path.join(self.scratch, "zookeeper"))
             with within(self.run_scope):
                 self.checks.require("ZooKeeper server", zk.start)
@@ -134,7 +137,7 @@ class Context:
     def postgres_proxy(self, name="pg-proxy"):
         """A TcpProxy to the PostgreSQL server: give jobstore db.url(*proxy.address), then
         proxy.outage() / hang() / drop() make the database unreachable for it alone."""
-        return harness.TcpProxy(name, (self.postgres.host, self.postgres.port))
+        return services.TcpProxy(name, (self.postgres.host, self.postgres.port))
 
     def cluster(self, name, conf=None, jobmanagers=1, taskmanagers=1, extra_jars=()):
         """A Flink cluster (not started yet) in the suite's folder."""
@@ -216,7 +219,7 @@ def main():
     finally:
         started = [x for x in harness.STARTED if isinstance(x, harness.Proc)]
         checks.check("teardown: every process the run started is stopped (by pid), every database dropped",
-                     lambda: harness.expect(not harness.leftovers(), f"left: {', '.join(harness.leftovers())}")
+                     lambda: harness.expect(not services.leftovers(), f"left: {', '.join(services.leftovers())}")
                      and f"{len(started)} processes, {len(harness.STARTED) - len(started)} databases")
         if os.environ.get("KEEP_SCRATCH"):
             log(f"scratch folder kept: {scratch}")
