@@ -4,7 +4,7 @@
 #
 # Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres),
 # Java 17 and Python 3 with pip (Flink and schemathesis are installed from PyPI into
-# .flink/ on first use).
+# .flink/ on first use). The real-Flink suites are tests/flink/run.py (see its docstring).
 # SKIP_FLINK=1 runs only the Rust suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,11 +31,5 @@ if [ "${SKIP_FLINK:-0}" = 1 ]; then
   exit 0
 fi
 
-export JOBSTORE_BIN="$PWD/target/debug/jobstore"
-
-step "savepoint operations on a real Flink 2.3.0"
-bash scripts/test-savepoints-real-flink.sh
-
-step "the Flink HA plugin on a real Flink 2.3.0"
-bash flink-ha-plugin/test.sh
-python3 flink-ha-plugin/test/zookeeper_suite.py
+step "the suites on a real Flink 2.3.0: the harness, savepoints, the HA plugin standalone and on ZooKeeper"
+python3 tests/flink/run.py

@@ -174,13 +174,8 @@ public final class ReadJobResultStore {
             boolean hasDirty = store.hasDirtyJobResultEntryAsync(id).get();
             boolean hasClean = store.hasCleanJobResultEntryAsync(id).get();
             JobResult r = dirtyResults.containsKey(id) ? dirtyResults.get(id) : cleanResults.get(id);
-            ObjectNode line = JSON.createObjectNode();
-            line.put("store", "job");
-            line.put("job-id", id.toHexString());
-            line.put("has-dirty", hasDirty);
-            line.put("has-clean", hasClean);
-            line.put("has-entry", store.hasJobResultEntryAsync(id).get());
-            line.put("in-dirty-results", dirtyResults.containsKey(id));
+            ObjectNode line = entryLine("job", "job-id", id.toHexString(), hasDirty, hasClean,
+                    store.hasJobResultEntryAsync(id).get(), dirtyResults.containsKey(id));
             if (r == null) {
                 line.putNull("job-status");
             } else {
@@ -199,13 +194,7 @@ public final class ReadJobResultStore {
         }
         // A dirty result Flink returns without a file we listed would be a surprise: show it.
         for (JobID id : dirtyResults.keySet()) {
-            if (!ids.contains(id.toHexString())) {
-                ObjectNode line = JSON.createObjectNode();
-                line.put("store", "job");
-                line.put("job-id", id.toHexString());
-                line.put("unlisted-dirty-result", true);
-                System.out.println(JSON.writeValueAsString(line));
-            }
+            printUnlisted("job", "job-id", id.toHexString(), ids);
         }
     }
 
@@ -233,13 +222,8 @@ public final class ReadJobResultStore {
             if (r == null && hasClean) {
                 r = store.getCleanApplicationResultAsync(id).get();
             }
-            ObjectNode line = JSON.createObjectNode();
-            line.put("store", "application");
-            line.put("application-id", id.toHexString());
-            line.put("has-dirty", hasDirty);
-            line.put("has-clean", hasClean);
-            line.put("has-entry", store.hasApplicationResultEntryAsync(id).get());
-            line.put("in-dirty-results", dirtyResults.containsKey(id));
+            ObjectNode line = entryLine("application", "application-id", id.toHexString(), hasDirty, hasClean,
+                    store.hasApplicationResultEntryAsync(id).get(), dirtyResults.containsKey(id));
             if (r == null) {
                 line.putNull("application-state");
             } else {
@@ -251,13 +235,32 @@ public final class ReadJobResultStore {
             System.out.println(JSON.writeValueAsString(line));
         }
         for (ApplicationID id : dirtyResults.keySet()) {
-            if (!ids.contains(id.toHexString())) {
-                ObjectNode line = JSON.createObjectNode();
-                line.put("store", "application");
-                line.put("application-id", id.toHexString());
-                line.put("unlisted-dirty-result", true);
-                System.out.println(JSON.writeValueAsString(line));
-            }
+            printUnlisted("application", "application-id", id.toHexString(), ids);
+        }
+    }
+
+    /** The fields every entry line starts with. */
+    private static ObjectNode entryLine(String store, String idField, String id, boolean hasDirty,
+            boolean hasClean, boolean hasEntry, boolean inDirtyResults) {
+        ObjectNode line = JSON.createObjectNode();
+        line.put("store", store);
+        line.put(idField, id);
+        line.put("has-dirty", hasDirty);
+        line.put("has-clean", hasClean);
+        line.put("has-entry", hasEntry);
+        line.put("in-dirty-results", inDirtyResults);
+        return line;
+    }
+
+    /** A dirty result Flink returned for an id without a listed entry file. */
+    private static void printUnlisted(String store, String idField, String id, Set<String> listed)
+            throws Exception {
+        if (!listed.contains(id)) {
+            ObjectNode line = JSON.createObjectNode();
+            line.put("store", store);
+            line.put(idField, id);
+            line.put("unlisted-dirty-result", true);
+            System.out.println(JSON.writeValueAsString(line));
         }
     }
 }
