@@ -178,28 +178,42 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
 
     /** Acquisition attempts; true when the process leads afterwards. */
     private boolean tryAcquire() throws InterruptedException {
-        long sent = System.nanoTime();
-        long acquired = acquireOnce();
-        if (acquired > 0 && acquired <= highestEpochLed) {
-            // Our own lease of an earlier term is still live in jobstore (a renewal landed but
-            // was not answered in time): give it up, so that the new term gets a new epoch.
-            LOG.info("Releasing the leader lease of cluster {} of the earlier term (epoch {}).", api.clusterId(), acquired);
-            release(acquired);
-            sent = System.nanoTime();
-            acquired = acquireOnce();
+        for (int attempt = 0; attempt < 3 && isRunning(); attempt++) {
+            long sent = System.nanoTime();
+            long acquired = acquireOnce();
+            if (acquired < 0) {
+                return false;
+            }
+            if (acquired <= highestEpochLed) {
+                // Our own lease of an earlier term is still live in jobstore (a renewal landed
+                // but was not answered in time): give it up, so that the new term gets a new epoch.
+                LOG.info("Releasing the leader lease of cluster {} of the earlier term (epoch {}).", api.clusterId(), acquired);
+                release(acquired);
+                continue;
+            }
+            long deadline = leadership.deadlineAfter(sent);
+            if (System.nanoTime() - deadline >= 0) {
+                // The answer came too late to act on it; asking again renews the same epoch.
+                LOG.info("The lease of cluster {} (epoch {}) was granted too late to lead on it; asking again.",
+                        api.clusterId(), acquired);
+                continue;
+            }
+            if (!isRunning()) {
+                release(acquired);
+                return false;
+            }
+            lead(acquired, sent, deadline);
+            return true;
         }
-        if (acquired <= highestEpochLed) {
-            return false;
-        }
-        if (!isRunning()) {
-            release(acquired);
-            return false;
-        }
+        return false;
+    }
+
+    private void lead(long acquired, long sent, long deadline) {
         epoch = acquired;
         highestEpochLed = acquired;
-        deadlineNanos = leadership.deadlineAfter(sent);
+        deadlineNanos = deadline;
         nextRenewalNanos = sent + leadership.renewInterval.toNanos();
-        leadership.lead(acquired, deadlineNanos);
+        leadership.lead(acquired, deadline);
         UUID session = UUID.randomUUID();
         LOG.info(
                 "JobManager {} leads cluster {} now: epoch {}, leader session {}.",
@@ -208,7 +222,6 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
                 acquired,
                 session);
         listener.onGrantLeadership(session);
-        return true;
     }
 
     /** The epoch acquired, or -1 (held by another JobManager, or jobstore did not answer). */
