@@ -322,6 +322,24 @@ final class HaSelfTest {
         t.test("lease driver: renewals that hang (a frozen replica) -> revoked before the lease expires; re-acquired after", () -> {
             revokedInTime(FakeJobstore.Fault.HANG);
         });
+        t.test("lease driver: renewals that land but whose answers are lost -> revoked by the deadline; the next"
+                + " term gets a new epoch although jobstore still holds the old one live for this JobManager", () -> {
+            String cluster = cluster();
+            try (Process a = new Process(urls, cluster).leading()) {
+                long e1 = a.epoch();
+                fake.fail("POST", "/ha/lease/renew", FakeJobstore.Fault.APPLY_THEN_503, -1);
+                try {
+                    a.awaitRevocations(1);
+                    PluginSelfTest.checkEq(e1, fake.ha.liveEpoch(cluster), "jobstore still holds the old term live");
+                    a.awaitGrants(2);
+                    PluginSelfTest.check(a.epoch() > e1, "new epoch " + a.epoch() + " > " + e1);
+                    PluginSelfTest.checkEq(a.epoch(), fake.ha.liveEpoch(cluster), "the live lease is the new term's");
+                } finally {
+                    fake.clearFaults();
+                }
+                a.events.checkAlternating();
+            }
+        });
         t.test("lease driver: the lease taken over (it expired, another JobManager acquired it) -> the renewal is"
                 + " refused, leadership revoked at once; granted again after the other one leaves", () -> {
             String cluster = cluster();
