@@ -225,5 +225,10 @@ final class LeaderInfoWatcher implements AutoCloseable {
         public void close() throws Exception {
             subscription.close();
         }
+
+        @Override
+        public String toString() {
+            return "JobstoreLeaderRetrieval{cluster=" + api.clusterId() + ", component=" + componentId + "}";
+        }
     }
 }
