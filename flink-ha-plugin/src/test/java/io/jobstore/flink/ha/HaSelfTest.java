@@ -63,7 +63,7 @@ import java.util.stream.Stream;
 final class HaSelfTest {
 
     /** Short timing, so that expiries and takeovers happen within the test. */
-    static final Duration LEASE = Duration.ofMillis(1500);
+    static final Duration LEASE = Duration.ofMillis(2000);
     static final Duration RENEW = Duration.ofMillis(250);
 
     private final PluginSelfTest t;
