@@ -1,17 +1,23 @@
 package io.jobstore.flink.ha;
 
+import org.apache.flink.api.common.ApplicationID;
 import org.apache.flink.api.common.JobID;
+import org.apache.flink.api.common.JobInfo;
 import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.HighAvailabilityOptions;
 import org.apache.flink.configuration.IllegalConfigurationException;
 import org.apache.flink.core.execution.RecoveryClaimMode;
 import org.apache.flink.core.fs.Path;
+import org.apache.flink.runtime.application.AbstractApplication;
+import org.apache.flink.runtime.blob.PermanentBlobService;
 import org.apache.flink.runtime.checkpoint.CheckpointIDCounter;
 import org.apache.flink.runtime.checkpoint.CheckpointRecoveryFactory;
 import org.apache.flink.runtime.highavailability.ClientHighAvailabilityServices;
 import org.apache.flink.runtime.highavailability.HighAvailabilityServices;
 import org.apache.flink.runtime.jobgraph.JobGraph;
+import org.apache.flink.runtime.jobmanager.ApplicationStore;
+import org.apache.flink.runtime.jobmanager.ApplicationStoreEntry;
 import org.apache.flink.runtime.jobmanager.ExecutionPlanStore;
 import org.apache.flink.runtime.leaderelection.LeaderContender;
 import org.apache.flink.runtime.leaderelection.LeaderElection;
@@ -34,6 +40,7 @@ import java.nio.file.Files;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.ConcurrentModificationException;
 import java.util.HashSet;
@@ -857,7 +864,7 @@ final class HaSelfTest {
     private void flinkServices() {
         t.test("Flink's services (jobstore mode from the factory): Flink's DefaultLeaderElectionService grants one of"
                 + " two JobManagers; its confirmed address reaches the other's retriever and a client's; overwritten"
-                + " leader information is published again; an execution plan and the checkpoint counter survive the"
+                + " leader information is published again; an execution plan, an application and the checkpoint counter survive the"
                 + " takeover; job cleanup and cluster cleanup remove the HA data", () -> {
             String cluster = cluster();
             java.nio.file.Path storage = Files.createTempDirectory("jobstore-ha-storage");
@@ -917,6 +924,12 @@ final class HaSelfTest {
                                 job, 1, SharedStateRegistry.DEFAULT_FACTORY, io, RecoveryClaimMode.DEFAULT)
                         .getNumberOfRetainedCheckpoints(), "no completed checkpoints yet");
                 plans1.stop();
+                ApplicationStore apps1 = s1.getApplicationStore();
+                apps1.start();
+                ApplicationID app = new ApplicationID();
+                apps1.putApplication(new TestApplication(app, "ha-selftest-app"));
+                PluginSelfTest.checkEq(Collections.singletonList(app), new ArrayList<>(apps1.getApplicationIds()), "application ids");
+                apps1.stop();
 
                 long closed = System.nanoTime();
                 r1.close();
@@ -935,6 +948,12 @@ final class HaSelfTest {
                 ExecutionPlan recovered = plans2.recoverExecutionPlan(job);
                 PluginSelfTest.checkEq(job, recovered.getJobID(), "recovered plan");
                 PluginSelfTest.checkEq("ha-selftest", recovered.getName(), "plan name");
+                ApplicationStore apps2 = s2.getApplicationStore();
+                apps2.start();
+                PluginSelfTest.checkEq("ha-selftest-app", apps2.recoverApplication(app).get().getName(), "recovered application");
+                apps2.globalCleanupAsync(app, io).get();
+                PluginSelfTest.check(apps2.getApplicationIds().isEmpty(), "application removed");
+                apps2.stop();
                 CheckpointIDCounter counter2 = s2.getCheckpointRecoveryFactory().createCheckpointIDCounter(job);
                 PluginSelfTest.checkEq(2L, counter2.get(), "the counter continues");
 
@@ -963,6 +982,34 @@ final class HaSelfTest {
                 }
             }
         });
+    }
+
+    /** An application as the application store keeps it (Flink only asks it for its id and name here). */
+    static final class TestApplication implements ApplicationStoreEntry {
+        private static final long serialVersionUID = 1L;
+        private final ApplicationID id;
+        private final String name;
+
+        TestApplication(ApplicationID id, String name) {
+            this.id = id;
+            this.name = name;
+        }
+
+        @Override
+        public AbstractApplication getApplication(
+                PermanentBlobService blobs, Collection<JobInfo> recovered, Collection<JobInfo> terminated) {
+            throw new UnsupportedOperationException("not run in the self-test");
+        }
+
+        @Override
+        public ApplicationID getApplicationId() {
+            return id;
+        }
+
+        @Override
+        public String getName() {
+            return name;
+        }
     }
 
     private static final ExecutionPlanStore.ExecutionPlanListener NO_LISTENER =
