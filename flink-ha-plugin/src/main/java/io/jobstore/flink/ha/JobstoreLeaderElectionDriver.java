@@ -15,6 +15,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -100,14 +101,22 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
             LOG.debug("Not publishing the leader information of {}: not the leader.", componentId);
             return;
         }
-        writer.execute(() -> writeWhileLeading(term, componentId, info));
+        write(term, componentId, info);
     }
 
     @Override
     public void deleteLeaderInformation(String componentId) {
         long term = leadership.currentEpoch();
         if (term != 0) {
-            writer.execute(() -> writeWhileLeading(term, componentId, LeaderInformation.empty()));
+            write(term, componentId, LeaderInformation.empty());
+        }
+    }
+
+    private void write(long term, String componentId, LeaderInformation info) {
+        try {
+            writer.execute(() -> writeWhileLeading(term, componentId, info));
+        } catch (RejectedExecutionException e) {
+            LOG.debug("Not writing the leader information of {}: the driver is closed.", componentId);
         }
     }
 
