@@ -53,9 +53,14 @@ impl From<sqlx::Error> for StoreError {
                 let code = db.code().unwrap_or_default();
                 // PostgreSQL: 08xxx connection exceptions, 57P0x shutdown/cannot connect now,
                 // 53xxx insufficient resources. SQLite: 5 busy, 6 locked (after busy timeout).
+                // 55000 at connection time: the database does not allow connections now
+                // (`ALTER DATABASE ... ALLOW_CONNECTIONS false`, a maintenance window).
+                let refused = code == "55000"
+                    && db.message().contains("not currently accepting connections");
                 let unavailable = code.starts_with("08")
                     || code.starts_with("57P")
                     || code.starts_with("53")
+                    || refused
                     || matches!(code.as_ref(), "5" | "6" | "517" | "262");
                 // PostgreSQL's class 22, data exceptions: a value of the request that the
                 // column cannot hold (22P05 `\u0000` in jsonb, 22021 NUL in text, ...).

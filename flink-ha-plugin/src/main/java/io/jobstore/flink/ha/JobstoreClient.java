@@ -16,6 +16,7 @@ import java.net.URI;
 import java.net.URLEncoder;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpHeaders;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
@@ -65,21 +66,29 @@ final class JobstoreClient {
 
     /** The two kinds of result stores; they differ only in names. */
     enum Kind {
-        JOB("job-results", "job", "job result store", "Job result store"),
+        JOB("job-results", "job", "job-id", "JobResult", "job result store", "Job result store"),
         APPLICATION(
                 "application-results",
                 "application",
+                "application-id",
+                "ApplicationResult",
                 "application result store",
                 "Application result store");
 
         final String collection;
         final String noun;
+        /** The entry's field naming its id. */
+        final String idField;
+        /** Flink's class of the result. */
+        final String flinkType;
         final String storeName;
         final String storeTitle;
 
-        Kind(String collection, String noun, String storeName, String storeTitle) {
+        Kind(String collection, String noun, String idField, String flinkType, String storeName, String storeTitle) {
             this.collection = collection;
             this.noun = noun;
+            this.idField = idField;
+            this.flinkType = flinkType;
             this.storeName = storeName;
             this.storeTitle = storeTitle;
         }
@@ -248,6 +257,37 @@ final class JobstoreClient {
         return clusterId;
     }
 
+    /** The configured timeout of one attempt ({@code jobstore.timeout}). */
+    Duration timeout() {
+        return timeout;
+    }
+
+    /** The pause before the first retry ({@code jobstore.retry-backoff}). */
+    Duration retryBackoff() {
+        return Duration.ofMillis(backoffMillis);
+    }
+
+    /** The pause between retries at most ({@code jobstore.retry-max-backoff}). */
+    Duration maxRetryBackoff() {
+        return Duration.ofMillis(maxBackoffMillis);
+    }
+
+    /**
+     * The same replicas, cluster, token and retries with another timeout of one attempt (connect
+     * timeout included); the copy chooses its replica on its own.
+     */
+    JobstoreClient withTimeout(Duration perAttempt) {
+        return new JobstoreClient(
+                baseUrl(),
+                clusterId,
+                authorization == null ? null : authorization.substring("Bearer ".length()),
+                perAttempt,
+                retries,
+                retryBackoff(),
+                maxRetryBackoff(),
+                pageSize);
+    }
+
     /** The configured replica URL(s), comma-separated. */
     String baseUrl() {
         return String.join(",", baseUrls);
@@ -402,20 +442,78 @@ final class JobstoreClient {
     // HTTP with retries
     // ---------------------------------------------------------------------------------------
 
+    /** One request: method, path (with query), body, and what differs from the defaults. */
+    static final class Request {
+        final String method;
+        final String path;
+        final byte[] body;
+        private final List<String[]> headers = new ArrayList<>();
+        /** Timeout of one attempt; null: the configured {@code jobstore.timeout}. */
+        private Duration timeout;
+        /** Attempts at most; 0: {@code 1 + jobstore.retries}. */
+        private int attempts;
+
+        Request(String method, String path, byte[] body) {
+            this.method = method;
+            this.path = path;
+            this.body = body;
+        }
+
+        Request header(String name, String value) {
+            headers.add(new String[] {name, value});
+            return this;
+        }
+
+        Request timeout(Duration perAttempt) {
+            this.timeout = perAttempt;
+            return this;
+        }
+
+        Request attempts(int max) {
+            this.attempts = max;
+            return this;
+        }
+
+        @Override
+        public String toString() {
+            return method + " " + path;
+        }
+    }
+
     /** The final answer of a call, after retries. */
-    private static final class Outcome {
+    static final class Outcome {
         final int status;
         final byte[] body;
+        final HttpHeaders headers;
         /** An earlier attempt failed in a way that does not rule out that it was applied. */
         final boolean earlierAttemptMayHaveLanded;
         /** The replica that gave this answer. */
         final String base;
 
-        Outcome(int status, byte[] body, boolean earlierAttemptMayHaveLanded, String base) {
+        Outcome(int status, byte[] body, HttpHeaders headers, boolean earlierAttemptMayHaveLanded, String base) {
             this.status = status;
             this.body = body;
+            this.headers = headers;
             this.earlierAttemptMayHaveLanded = earlierAttemptMayHaveLanded;
             this.base = base;
+        }
+    }
+
+    /**
+     * Every attempt of a call failed (network error, timeout, 5xx, 408, 429). {@link
+     * #mayHaveLanded()} tells whether one of them may nevertheless have been applied.
+     */
+    static final class UnavailableException extends IOException {
+        private static final long serialVersionUID = 1L;
+        private final boolean mayHaveLanded;
+
+        UnavailableException(String message, Throwable cause, boolean mayHaveLanded) {
+            super(message, cause);
+            this.mayHaveLanded = mayHaveLanded;
+        }
+
+        boolean mayHaveLanded() {
+            return mayHaveLanded;
         }
     }
 
@@ -423,8 +521,12 @@ final class JobstoreClient {
         return status >= 500 || status == 408 || status == 429;
     }
 
-    private Outcome call(String method, String path, byte[] body) throws IOException {
-        int attempts = retries + 1;
+    Outcome call(String method, String path, byte[] body) throws IOException {
+        return call(new Request(method, path, body));
+    }
+
+    Outcome call(Request req) throws IOException {
+        int attempts = req.attempts > 0 ? req.attempts : retries + 1;
         boolean mayHaveLanded = false;
         long pause = backoffMillis;
         String problem = null;
@@ -438,7 +540,7 @@ final class JobstoreClient {
             if (attempt > 1) {
                 // A replica not yet tried during this call is tried at once.
                 if (!(switched && !tried[index])) {
-                    sleep(pause, method, path);
+                    sleep(pause, req);
                     pause = Math.min(maxBackoffMillis, pause * 2);
                 }
             }
@@ -448,14 +550,12 @@ final class JobstoreClient {
             boolean replicaFailed;
             try {
                 HttpResponse<byte[]> response =
-                        http.send(
-                                request(base, method, path, body),
-                                HttpResponse.BodyHandlers.ofByteArray());
+                        http.send(request(base, req), HttpResponse.BodyHandlers.ofByteArray());
                 int status = response.statusCode();
                 byte[] responseBody = response.body() == null ? new byte[0] : response.body();
                 if (!isRetryableStatus(status)) {
                     announce(index);
-                    return new Outcome(status, responseBody, mayHaveLanded, base);
+                    return new Outcome(status, responseBody, response.headers(), mayHaveLanded, base);
                 }
                 problem = "HTTP " + status + ": " + errorMessage(responseBody, "(no message)");
                 cause = null;
@@ -482,20 +582,15 @@ final class JobstoreClient {
                 mayHaveLanded = true;
                 replicaFailed = true;
             } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                InterruptedIOException ie =
-                        new InterruptedIOException("interrupted during jobstore " + method + " " + path);
-                ie.initCause(e);
-                throw ie;
+                throw interrupted("interrupted during jobstore ", req, e);
             }
             if (replicaFailed && baseUrls.size() > 1) {
                 int next = (index + 1) % baseUrls.size();
                 if (current.compareAndSet(index, next)) {
                     LOG.warn(
-                            "jobstore replica {} failed ({} {}: {}); switching to replica {}",
+                            "jobstore replica {} failed ({}: {}); switching to replica {}",
                             base,
-                            method,
-                            path,
+                            req,
                             problem,
                             baseUrls.get(next));
                 }
@@ -505,8 +600,8 @@ final class JobstoreClient {
                 int nextIndex = current.get();
                 LOG.warn(
                         "jobstore {} {} failed (attempt {} of {}): {}; retrying {}",
-                        method,
-                        base + path,
+                        req.method,
+                        base + req.path,
                         attempt,
                         attempts,
                         problem,
@@ -515,16 +610,17 @@ final class JobstoreClient {
                                 : "in " + pause + " ms on " + baseUrls.get(nextIndex));
             }
         }
-        throw new IOException(
+        throw new UnavailableException(
                 String.format(
                         "jobstore %s %s failed after %d attempt(s): %s",
-                        method,
+                        req.method,
                         baseUrls.size() > 1
-                                ? path + " (replicas " + String.join(", ", baseUrls) + ", last " + lastBase + ")"
-                                : lastBase + path,
+                                ? req.path + " (replicas " + String.join(", ", baseUrls) + ", last " + lastBase + ")"
+                                : lastBase + req.path,
                         attempts,
                         problem),
-                cause);
+                cause,
+                mayHaveLanded);
     }
 
     /** Logs the replica in use when it is not the one logged last. */
@@ -540,37 +636,43 @@ final class JobstoreClient {
         }
     }
 
-    private HttpRequest request(String base, String method, String path, byte[] body) {
+    private HttpRequest request(String base, Request req) {
         HttpRequest.Builder b =
-                HttpRequest.newBuilder(URI.create(base + path))
-                        .timeout(timeout)
+                HttpRequest.newBuilder(URI.create(base + req.path))
+                        .timeout(req.timeout == null ? timeout : req.timeout)
                         .header("User-Agent", USER_AGENT)
                         .header("Accept", "application/json");
         if (authorization != null) {
             b.header("Authorization", authorization);
         }
-        if (body != null) {
+        for (String[] h : req.headers) {
+            b.header(h[0], h[1]);
+        }
+        if (req.body != null) {
             b.header("Content-Type", "application/json");
-            b.method(method, HttpRequest.BodyPublishers.ofByteArray(body));
+            b.method(req.method, HttpRequest.BodyPublishers.ofByteArray(req.body));
         } else {
-            b.method(method, HttpRequest.BodyPublishers.noBody());
+            b.method(req.method, HttpRequest.BodyPublishers.noBody());
         }
         return b.build();
     }
 
-    private static void sleep(long millis, String method, String path) throws InterruptedIOException {
+    private static void sleep(long millis, Request req) throws InterruptedIOException {
         if (millis <= 0) {
             return;
         }
         try {
             Thread.sleep(millis);
         } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            InterruptedIOException ie =
-                    new InterruptedIOException("interrupted while retrying jobstore " + method + " " + path);
-            ie.initCause(e);
-            throw ie;
+            throw interrupted("interrupted while retrying jobstore ", req, e);
         }
+    }
+
+    private static InterruptedIOException interrupted(String what, Request req, InterruptedException e) {
+        Thread.currentThread().interrupt();
+        InterruptedIOException ie = new InterruptedIOException(what + req);
+        ie.initCause(e);
+        return ie;
     }
 
     private String collectionPath(Kind kind) {
@@ -584,14 +686,14 @@ final class JobstoreClient {
         return collectionPath(kind) + "/" + id;
     }
 
-    private IOException unexpected(String method, String path, Outcome out) {
+    IOException unexpected(String method, String path, Outcome out) {
         return new IOException(
                 String.format(
                         "jobstore %s %s answered HTTP %d: %s",
                         method, out.base + path, out.status, errorMessage(out.body, "(no message)")));
     }
 
-    private static JsonNode parseObject(String method, String path, byte[] body) throws IOException {
+    static JsonNode parseObject(String method, String path, byte[] body) throws IOException {
         JsonNode node;
         try {
             node = FlinkJson.parse(body);

@@ -18,10 +18,8 @@ import java.util.concurrent.Executor;
 public class JobstoreHaServices extends StandaloneHaServices {
 
     private final JobstoreClient client;
-    private final Executor ioExecutor;
-
-    private JobstoreJobResultStore jobResultStore;
-    private JobstoreApplicationResultStore applicationResultStore;
+    private final JobstoreJobResultStore jobResultStore;
+    private final JobstoreApplicationResultStore applicationResultStore;
 
     JobstoreHaServices(
             String resourceManagerAddress,
@@ -31,16 +29,14 @@ public class JobstoreHaServices extends StandaloneHaServices {
             Executor ioExecutor) {
         super(resourceManagerAddress, dispatcherAddress, clusterRestEndpointAddress);
         this.client = client;
-        this.ioExecutor = ioExecutor;
+        this.jobResultStore = new JobstoreJobResultStore(client, ioExecutor);
+        this.applicationResultStore = new JobstoreApplicationResultStore(client, ioExecutor);
     }
 
     @Override
     public JobResultStore getJobResultStore() throws Exception {
         synchronized (lock) {
             checkNotShutdown();
-            if (jobResultStore == null) {
-                jobResultStore = new JobstoreJobResultStore(client, ioExecutor);
-            }
             return jobResultStore;
         }
     }
@@ -49,9 +45,6 @@ public class JobstoreHaServices extends StandaloneHaServices {
     public ApplicationResultStore getApplicationResultStore() throws Exception {
         synchronized (lock) {
             checkNotShutdown();
-            if (applicationResultStore == null) {
-                applicationResultStore = new JobstoreApplicationResultStore(client, ioExecutor);
-            }
             return applicationResultStore;
         }
     }

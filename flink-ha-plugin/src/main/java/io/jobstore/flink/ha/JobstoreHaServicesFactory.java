@@ -53,10 +53,11 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
     enum Mode {
         STANDALONE("standalone", null),
         ZOOKEEPER("zookeeper", "zookeeper"),
-        KUBERNETES("kubernetes", "kubernetes");
+        KUBERNETES("kubernetes", "kubernetes"),
+        JOBSTORE("jobstore", null);
 
         final String key;
-        /** The {@code high-availability.type} of Flink's services of this mode. */
+        /** The {@code high-availability.type} of Flink's services of this mode (wrapped modes). */
         final String flinkType;
 
         Mode(String key, String flinkType) {
@@ -72,18 +73,10 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
                     return m;
                 }
             }
-            if (value.equals("jobstore")) {
-                throw new IllegalConfigurationException(
-                        "'"
-                                + JobstoreOptions.MODE.key()
-                                + ": jobstore' (leader election, execution plans and checkpoints"
-                                + " in jobstore) is not supported by this version of the plugin;"
-                                + " use standalone, zookeeper or kubernetes.");
-            }
             throw new IllegalConfigurationException(
                     "'"
                             + JobstoreOptions.MODE.key()
-                            + "' must be standalone, zookeeper or kubernetes, got: '"
+                            + "' must be standalone, zookeeper, kubernetes or jobstore, got: '"
                             + raw
                             + "'");
         }
@@ -104,6 +97,18 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
             throws Exception {
         Mode mode = Mode.fromConfiguration(configuration);
         JobstoreClient client = JobstoreClient.fromConfiguration(configuration);
+        if (mode == Mode.JOBSTORE) {
+            HighAvailabilityServices services =
+                    JobstoreLeaderElectionHaServices.create(configuration, executor, client);
+            LOG.info(
+                    "Using jobstore at {} for job and application results of cluster '{}' and for its HA"
+                            + " services (jobstore.ha.mode jobstore: leader lease {}, renewed every {}).",
+                    client.baseUrl(),
+                    client.clusterId(),
+                    configuration.get(JobstoreOptions.LEASE_DURATION),
+                    configuration.get(JobstoreOptions.RENEW_INTERVAL));
+            return services;
+        }
         if (mode != Mode.STANDALONE) {
             return createWrapped(configuration, executor, client, mode);
         }
@@ -116,19 +121,8 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
         String dispatcherAddress;
         try (RpcSystem rpcSystem = RpcSystem.load(configuration)) {
             resourceManagerAddress =
-                    rpcSystem.getRpcUrl(
-                            jobManager.f0,
-                            jobManager.f1,
-                            RpcServiceUtils.createWildcardName(ResourceManager.RESOURCE_MANAGER_NAME),
-                            AddressResolution.NO_ADDRESS_RESOLUTION,
-                            configuration);
-            dispatcherAddress =
-                    rpcSystem.getRpcUrl(
-                            jobManager.f0,
-                            jobManager.f1,
-                            RpcServiceUtils.createWildcardName(Dispatcher.DISPATCHER_NAME),
-                            AddressResolution.NO_ADDRESS_RESOLUTION,
-                            configuration);
+                    rpcUrl(rpcSystem, jobManager, ResourceManager.RESOURCE_MANAGER_NAME, configuration);
+            dispatcherAddress = rpcUrl(rpcSystem, jobManager, Dispatcher.DISPATCHER_NAME, configuration);
         }
         String webMonitorAddress =
                 HighAvailabilityServicesUtils.getWebMonitorAddress(
@@ -143,6 +137,17 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
                 webMonitorAddress);
         return new JobstoreHaServices(
                 resourceManagerAddress, dispatcherAddress, webMonitorAddress, client, executor);
+    }
+
+    private static String rpcUrl(
+            RpcSystem rpcSystem, Tuple2<String, Integer> jobManager, String endpoint, Configuration configuration)
+            throws Exception {
+        return rpcSystem.getRpcUrl(
+                jobManager.f0,
+                jobManager.f1,
+                RpcServiceUtils.createWildcardName(endpoint),
+                AddressResolution.NO_ADDRESS_RESOLUTION,
+                configuration);
     }
 
     private static HighAvailabilityServices createWrapped(
@@ -180,12 +185,16 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
 
     /**
      * Clients (e.g. {@code flink run}) find the REST endpoint as with the mode's own services:
-     * standalone at the configured address, else through ZooKeeper or Kubernetes.
+     * standalone at the configured address, else through ZooKeeper, Kubernetes or jobstore.
      */
     @Override
     public ClientHighAvailabilityServices createClientHAServices(Configuration configuration)
             throws Exception {
         Mode mode = Mode.fromConfiguration(configuration);
+        if (mode == Mode.JOBSTORE) {
+            return JobstoreLeaderElectionHaServices.createClientServices(
+                    JobstoreClient.fromConfiguration(configuration));
+        }
         if (mode != Mode.STANDALONE) {
             return HighAvailabilityServicesUtils.createClientHAService(
                     configurationOf(configuration, mode), CLIENT_FATAL_ERROR_HANDLER);

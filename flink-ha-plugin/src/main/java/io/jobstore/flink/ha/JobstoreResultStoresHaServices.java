@@ -35,17 +35,15 @@ public class JobstoreResultStoresHaServices implements HighAvailabilityServices 
 
     private final HighAvailabilityServices delegate;
     private final JobstoreClient client;
-    private final Executor ioExecutor;
-    private final Object lock = new Object();
-
-    private JobstoreJobResultStore jobResultStore;
-    private JobstoreApplicationResultStore applicationResultStore;
+    private final JobstoreJobResultStore jobResultStore;
+    private final JobstoreApplicationResultStore applicationResultStore;
 
     JobstoreResultStoresHaServices(
             HighAvailabilityServices delegate, JobstoreClient client, Executor ioExecutor) {
         this.delegate = delegate;
         this.client = client;
-        this.ioExecutor = ioExecutor;
+        this.jobResultStore = new JobstoreJobResultStore(client, ioExecutor);
+        this.applicationResultStore = new JobstoreApplicationResultStore(client, ioExecutor);
     }
 
     /** The wrapped services of the configured mode. */
@@ -61,22 +59,12 @@ public class JobstoreResultStoresHaServices implements HighAvailabilityServices 
 
     @Override
     public JobResultStore getJobResultStore() {
-        synchronized (lock) {
-            if (jobResultStore == null) {
-                jobResultStore = new JobstoreJobResultStore(client, ioExecutor);
-            }
-            return jobResultStore;
-        }
+        return jobResultStore;
     }
 
     @Override
     public ApplicationResultStore getApplicationResultStore() {
-        synchronized (lock) {
-            if (applicationResultStore == null) {
-                applicationResultStore = new JobstoreApplicationResultStore(client, ioExecutor);
-            }
-            return applicationResultStore;
-        }
+        return applicationResultStore;
     }
 
     // --- everything else is the wrapped mode's -------------------------------------------------

@@ -8,31 +8,33 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.Deque;
 import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * An in-memory stand-in for jobstore's result store API (the part of docs/api-contract the plugin
- * uses), with fault injection, for the plugin's self-test without a database.
+ * An in-memory stand-in for jobstore's API (the result stores and, in {@link FakeJobstoreHa}, the
+ * HA routes), with fault injection, for the plugin's self-test without a database. It can listen
+ * on several ports at once ({@link #addReplica()}): replicas of one store, one of which can be
+ * stopped.
  */
 final class FakeJobstore implements AutoCloseable {
 
-    /** What to do with the next matching request instead of (or after) serving it. */
+    /** What to do with a matching request instead of (or after) serving it. */
     enum Fault {
         /** Answer 503 without touching the store. */
         STATUS_503,
@@ -43,13 +45,16 @@ final class FakeJobstore implements AutoCloseable {
         /** Close the connection without an answer, store untouched. */
         DROP,
         /** Serve the request, then close the connection without an answer. */
-        APPLY_THEN_DROP
+        APPLY_THEN_DROP,
+        /** Do not answer until {@link #releaseHung()} or the fake closes (a frozen replica). */
+        HANG
     }
 
     static final class Request {
         final String method;
         final String path;
         final String authorization;
+        final long nanos = System.nanoTime();
 
         Request(String method, String path, String authorization) {
             this.method = method;
@@ -63,52 +68,145 @@ final class FakeJobstore implements AutoCloseable {
         }
     }
 
-    private static final Pattern ROUTE =
+    /** An answer: status, JSON body (or none), extra headers. */
+    static final class Answer {
+        final int status;
+        final byte[] body;
+        final Map<String, String> headers = new LinkedHashMap<>();
+
+        Answer(int status, byte[] body) {
+            this.status = status;
+            this.body = body;
+        }
+
+        Answer header(String name, String value) {
+            headers.put(name, value);
+            return this;
+        }
+    }
+
+    /** A fault for requests of a method (and path part), a number of times (-1: until cleared). */
+    private static final class Rule {
+        final String method;
+        final String pathPart;
+        final Fault fault;
+        int remaining;
+
+        Rule(String method, String pathPart, Fault fault, int remaining) {
+            this.method = method;
+            this.pathPart = pathPart;
+            this.fault = fault;
+            this.remaining = remaining;
+        }
+    }
+
+    private static final Pattern RESULTS =
             Pattern.compile(
                     "^/v1/clusters/([A-Za-z0-9._-]{1,128})/(job-results|application-results)(?:/([0-9a-fA-F]{32})(/clean)?)?$");
+    private static final Pattern HA = Pattern.compile("^/v1/clusters/([A-Za-z0-9._-]{1,128})/ha(/.*)?$");
 
-    private final HttpServer server;
+    private final Map<String, HttpServer> servers = Collections.synchronizedMap(new LinkedHashMap<>());
+    private final ExecutorService executor =
+            Executors.newCachedThreadPool(r -> {
+                Thread t = new Thread(r, "fake-jobstore");
+                t.setDaemon(true);
+                return t;
+            });
     /** cluster + "/" + collection -> id -> entry. */
     private final Map<String, TreeMap<String, ObjectNode>> data = new HashMap<>();
-    private final Deque<Fault> faults = new ArrayDeque<>();
-    private String faultMethod;
+    private final List<Rule> rules = new ArrayList<>();
     private final List<Request> requests = Collections.synchronizedList(new ArrayList<>());
+    private final Object hung = new Object();
+    private long hungGeneration;
+    private volatile boolean closed;
     private volatile String requiredToken;
+    final FakeJobstoreHa ha = new FakeJobstoreHa();
 
     FakeJobstore() throws IOException {
         this(0);
     }
 
     FakeJobstore(int port) throws IOException {
-        server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
-        server.createContext("/", this::handle);
-        server.setExecutor(Executors.newCachedThreadPool(r -> {
-            Thread t = new Thread(r, "fake-jobstore");
-            t.setDaemon(true);
-            return t;
-        }));
-        server.start();
+        listen(port);
     }
 
+    private String listen(int port) throws IOException {
+        HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
+        server.createContext("/", this::handle);
+        server.setExecutor(executor);
+        server.start();
+        String url = "http://127.0.0.1:" + server.getAddress().getPort();
+        servers.put(url, server);
+        return url;
+    }
+
+    /** The first replica's URL. */
     String url() {
-        return "http://127.0.0.1:" + server.getAddress().getPort();
+        synchronized (servers) {
+            return servers.keySet().iterator().next();
+        }
+    }
+
+    /** Another replica of the same store, on its own port. */
+    String addReplica() throws IOException {
+        return listen(0);
+    }
+
+    /** Stops one replica (its port then refuses connections); the others keep serving. */
+    void stopReplica(String url) {
+        HttpServer s = servers.remove(url);
+        if (s != null) {
+            s.stop(0);
+        }
     }
 
     void requireToken(String token) {
         requiredToken = token;
     }
 
-    /** Inject faults for the next requests with this method (in order). */
+    /** Faults for the next requests with this method (in order); none: clears them. */
     synchronized void failNext(String method, Fault... next) {
-        faultMethod = method;
-        faults.clear();
-        Collections.addAll(faults, next);
+        rules.removeIf(r -> r.method.equals(method) && r.pathPart == null);
+        for (Fault f : next) {
+            rules.add(new Rule(method, null, f, 1));
+        }
+    }
+
+    /** A fault for requests of this method whose path contains pathPart, times times (-1: always). */
+    synchronized void fail(String method, String pathPart, Fault fault, int times) {
+        rules.add(new Rule(method, pathPart, fault, times));
+    }
+
+    /** Clears every fault rule and lets hung requests go (they are then served). */
+    void clearFaults() {
+        synchronized (this) {
+            rules.clear();
+        }
+        releaseHung();
+    }
+
+    void releaseHung() {
+        synchronized (hung) {
+            hungGeneration++;
+            hung.notifyAll();
+        }
     }
 
     List<Request> requests() {
         synchronized (requests) {
             return new ArrayList<>(requests);
         }
+    }
+
+    /** The requests whose method and path (query included) contain these parts. */
+    List<Request> requests(String method, String pathPart) {
+        List<Request> out = new ArrayList<>();
+        for (Request r : requests()) {
+            if (r.method.equals(method) && r.path.contains(pathPart)) {
+                out.add(r);
+            }
+        }
+        return out;
     }
 
     void clearRequests() {
@@ -127,9 +225,15 @@ final class FakeJobstore implements AutoCloseable {
         data.computeIfAbsent(cluster + "/" + collection, k -> new TreeMap<>()).put(id, e);
     }
 
-    private synchronized Fault takeFault(String method) {
-        if (method.equals(faultMethod) && !faults.isEmpty()) {
-            return faults.poll();
+    private synchronized Fault takeFault(String method, String path) {
+        for (Iterator<Rule> it = rules.iterator(); it.hasNext(); ) {
+            Rule r = it.next();
+            if (r.method.equals(method) && (r.pathPart == null || path.contains(r.pathPart))) {
+                if (r.remaining > 0 && --r.remaining == 0) {
+                    it.remove();
+                }
+                return r.fault;
+            }
         }
         return null;
     }
@@ -138,16 +242,16 @@ final class FakeJobstore implements AutoCloseable {
         try {
             String method = ex.getRequestMethod();
             URI uri = ex.getRequestURI();
-            requests.add(new Request(method, uri.getRawPath() + (uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery()),
-                    ex.getRequestHeaders().getFirst("Authorization")));
-            byte[] body = readAll(ex.getRequestBody());
-            Fault fault = takeFault(method);
-            if (fault == Fault.STATUS_429) {
-                send(ex, 429, error("too many requests (injected)"));
-                return;
+            String path = uri.getRawPath() + (uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery());
+            requests.add(new Request(method, path, ex.getRequestHeaders().getFirst("Authorization")));
+            byte[] body = ex.getRequestBody().readAllBytes();
+            Fault fault = takeFault(method, path);
+            if (fault == Fault.HANG) {
+                awaitRelease();
+                fault = null;
             }
-            if (fault == Fault.STATUS_503) {
-                send(ex, 503, error("database unreachable"));
+            if (fault == Fault.STATUS_429 || fault == Fault.STATUS_503) {
+                send(ex, new Answer(fault == Fault.STATUS_429 ? 429 : 503, error("injected " + fault)));
                 return;
             }
             if (fault == Fault.DROP) {
@@ -156,28 +260,50 @@ final class FakeJobstore implements AutoCloseable {
             }
             if (requiredToken != null
                     && !("Bearer " + requiredToken).equals(ex.getRequestHeaders().getFirst("Authorization"))) {
-                send(ex, 401, error("missing or wrong token"));
+                send(ex, new Answer(401, error("missing or wrong token")));
                 return;
             }
-            Object[] answer = serve(method, uri, body);
+            Answer answer;
+            Matcher ha = HA.matcher(uri.getRawPath());
+            if (ha.matches()) {
+                answer = this.ha.serve(method, ha.group(1), ha.group(2) == null ? "" : ha.group(2),
+                        query(uri.getRawQuery()), ex.getRequestHeaders().getFirst("If-None-Match"), body);
+            } else {
+                answer = serveResults(method, uri, body);
+            }
             if (fault == Fault.APPLY_THEN_503) {
-                send(ex, 503, error("database unreachable"));
-                return;
-            }
-            if (fault == Fault.APPLY_THEN_DROP) {
+                send(ex, new Answer(503, error("database unreachable")));
+            } else if (fault == Fault.APPLY_THEN_DROP) {
                 ex.close();
-                return;
+            } else {
+                send(ex, answer);
             }
-            send(ex, (Integer) answer[0], (byte[]) answer[1]);
+        } catch (FakeJobstoreHa.BadRequest e) {
+            send(ex, new Answer(400, error(e.getMessage())));
         } catch (RuntimeException e) {
-            send(ex, 500, error("fake jobstore: " + e));
+            send(ex, new Answer(500, error("fake jobstore: " + e)));
         }
     }
 
-    private synchronized Object[] serve(String method, URI uri, byte[] body) throws IOException {
-        Matcher m = ROUTE.matcher(uri.getRawPath());
+    private void awaitRelease() {
+        synchronized (hung) {
+            long generation = hungGeneration;
+            long until = System.currentTimeMillis() + 30_000;
+            while (generation == hungGeneration && !closed && System.currentTimeMillis() < until) {
+                try {
+                    hung.wait(100);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
+        }
+    }
+
+    private synchronized Answer serveResults(String method, URI uri, byte[] body) throws IOException {
+        Matcher m = RESULTS.matcher(uri.getRawPath());
         if (!m.matches()) {
-            return new Object[] {404, error("no route")};
+            return new Answer(404, error("no route"));
         }
         String cluster = m.group(1);
         String collection = m.group(2);
@@ -192,14 +318,13 @@ final class FakeJobstore implements AutoCloseable {
             JsonNode result = envelope.get("result");
             String newId = result.path(jobs ? "id" : "application-id").asText().toLowerCase();
             if (store.containsKey(newId)) {
-                return new Object[] {
-                    409,
-                    error((jobs ? "Job" : "Application") + " result store already contains an entry for "
-                            + (jobs ? "job " : "application ") + newId)
-                };
+                return new Answer(
+                        409,
+                        error((jobs ? "Job" : "Application") + " result store already contains an entry for "
+                                + (jobs ? "job " : "application ") + newId));
             }
             putRaw(cluster, collection, newId, "dirty", result);
-            return new Object[] {201, json(store.get(newId))};
+            return json(201, store.get(newId));
         }
         if (id == null && method.equals("GET")) {
             Map<String, String> q = query(uri.getRawQuery());
@@ -227,34 +352,33 @@ final class FakeJobstore implements AutoCloseable {
             } else {
                 page.putNull("next");
             }
-            return new Object[] {200, json(page)};
+            return json(200, page);
         }
+        ObjectNode e = id == null ? null : store.get(id);
         if (id != null && clean && method.equals("POST")) {
-            ObjectNode e = store.get(id);
             if (e == null) {
-                return new Object[] {
-                    404,
-                    error("Could not mark " + (jobs ? "job " : "application ") + id
-                            + " as clean as it is not present in the job result store.")
-                };
+                return new Answer(
+                        404,
+                        error("Could not mark " + (jobs ? "job " : "application ") + id
+                                + " as clean as it is not present in the job result store."));
             }
             if (!"clean".equals(e.path("state").asText())) {
                 e.put("state", "clean");
                 e.put("cleaned-at", Instant.now().toString());
             }
-            return new Object[] {200, json(e)};
+            return json(200, e);
         }
         if (id != null && !clean && (method.equals("GET") || method.equals("HEAD"))) {
-            ObjectNode e = store.get(id);
+            boolean head = method.equals("HEAD");
             if (e == null) {
-                return new Object[] {404, method.equals("HEAD") ? null : error("not found")};
+                return new Answer(404, head ? null : error("not found"));
             }
-            return new Object[] {200, method.equals("HEAD") ? null : json(e)};
+            return head ? new Answer(200, null) : json(200, e);
         }
-        return new Object[] {405, error("method not allowed")};
+        return new Answer(405, error("method not allowed"));
     }
 
-    private static Map<String, String> query(String raw) {
+    static Map<String, String> query(String raw) {
         Map<String, String> q = new HashMap<>();
         if (raw == null) {
             return q;
@@ -268,34 +392,30 @@ final class FakeJobstore implements AutoCloseable {
         return q;
     }
 
-    private static byte[] json(JsonNode node) throws IOException {
-        return FlinkJson.MAPPER.writeValueAsBytes(node);
-    }
-
-    private static byte[] error(String message) {
+    static Answer json(int status, JsonNode node) {
         try {
-            ObjectNode e = FlinkJson.MAPPER.createObjectNode();
-            e.putArray("errors").add(message);
-            return FlinkJson.MAPPER.writeValueAsBytes(e);
-        } catch (IOException ex) {
-            throw new IllegalStateException(ex);
+            return new Answer(status, FlinkJson.MAPPER.writeValueAsBytes(node));
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
         }
     }
 
-    private static byte[] readAll(InputStream in) throws IOException {
-        return in.readAllBytes();
+    static byte[] error(String message) {
+        ObjectNode e = FlinkJson.MAPPER.createObjectNode();
+        e.putArray("errors").add(message);
+        return json(0, e).body;
     }
 
-    private static void send(HttpExchange ex, int status, byte[] body) throws IOException {
-        boolean head = ex.getRequestMethod().equals("HEAD");
-        if (body != null && !head) {
+    private static void send(HttpExchange ex, Answer a) throws IOException {
+        a.headers.forEach((k, v) -> ex.getResponseHeaders().set(k, v));
+        if (a.body != null && !ex.getRequestMethod().equals("HEAD")) {
             ex.getResponseHeaders().set("Content-Type", "application/json");
-            ex.sendResponseHeaders(status, body.length);
+            ex.sendResponseHeaders(a.status, a.body.length);
             try (OutputStream out = ex.getResponseBody()) {
-                out.write(body);
+                out.write(a.body);
             }
         } else {
-            ex.sendResponseHeaders(status, -1);
+            ex.sendResponseHeaders(a.status, -1);
             ex.close();
         }
     }
@@ -309,6 +429,17 @@ final class FakeJobstore implements AutoCloseable {
 
     @Override
     public void close() {
-        server.stop(0);
+        closed = true;
+        releaseHung();
+        ha.close();
+        List<HttpServer> all;
+        synchronized (servers) {
+            all = new ArrayList<>(servers.values());
+            servers.clear();
+        }
+        for (HttpServer s : all) {
+            s.stop(0);
+        }
+        executor.shutdownNow();
     }
 }

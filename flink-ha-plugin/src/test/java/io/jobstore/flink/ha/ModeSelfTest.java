@@ -197,25 +197,23 @@ final class ModeSelfTest {
             System.out.println("# forwarded: " + String.join(" ", forwarded));
         });
 
-        t.test("mode: default standalone; jobstore rejected with a clear message; unknown rejected", () -> {
+        t.test("mode: default standalone; zookeeper and jobstore read case-insensitively; unknown rejected", () -> {
             Configuration c = new Configuration();
             PluginSelfTest.checkEq(JobstoreHaServicesFactory.Mode.STANDALONE,
                     JobstoreHaServicesFactory.Mode.fromConfiguration(c), "default");
             c.set(JobstoreOptions.MODE, " ZooKeeper ");
             PluginSelfTest.checkEq(JobstoreHaServicesFactory.Mode.ZOOKEEPER,
                     JobstoreHaServicesFactory.Mode.fromConfiguration(c), "zookeeper");
-            c.set(JobstoreOptions.MODE, "jobstore");
+            c.set(JobstoreOptions.MODE, "JobStore");
+            PluginSelfTest.checkEq(JobstoreHaServicesFactory.Mode.JOBSTORE,
+                    JobstoreHaServicesFactory.Mode.fromConfiguration(c), "jobstore");
             c.set(JobstoreOptions.URL, fake.url());
+            c.set(JobstoreOptions.MODE, "consul");
             IllegalConfigurationException e = PluginSelfTest.expect(IllegalConfigurationException.class,
                     () -> new JobstoreHaServicesFactory().createHAServices(c, io));
-            PluginSelfTest.check(e.getMessage().contains("jobstore.ha.mode: jobstore")
-                    && e.getMessage().contains("not supported"), "message: " + e.getMessage());
+            PluginSelfTest.check(e.getMessage().contains("standalone, zookeeper, kubernetes or jobstore"), "message: " + e.getMessage());
             PluginSelfTest.expect(IllegalConfigurationException.class,
                     () -> new JobstoreHaServicesFactory().createClientHAServices(c));
-            c.set(JobstoreOptions.MODE, "consul");
-            e = PluginSelfTest.expect(IllegalConfigurationException.class,
-                    () -> new JobstoreHaServicesFactory().createHAServices(c, io));
-            PluginSelfTest.check(e.getMessage().contains("standalone, zookeeper or kubernetes"), "message: " + e.getMessage());
         });
 
         t.test("mode kubernetes: builds Flink's KubernetesLeaderElectionHaServices from kubernetes.cluster-id etc., forwards to them, results in jobstore", () -> {

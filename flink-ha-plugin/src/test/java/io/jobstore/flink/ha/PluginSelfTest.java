@@ -14,6 +14,7 @@ import org.apache.flink.runtime.highavailability.ApplicationResultEntry;
 import org.apache.flink.runtime.highavailability.HighAvailabilityServices;
 import org.apache.flink.runtime.highavailability.JobResultEntry;
 import org.apache.flink.runtime.jobmaster.JobResult;
+import org.apache.flink.util.AbstractID;
 import org.apache.flink.util.OptionalFailure;
 import org.apache.flink.util.SerializedThrowable;
 import org.apache.flink.util.SerializedValue;
@@ -21,6 +22,8 @@ import org.apache.flink.util.SerializedValue;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 
 import java.io.IOException;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
@@ -37,10 +40,13 @@ import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
 /**
@@ -120,20 +126,78 @@ public final class PluginSelfTest {
     // Store adapters: the ten contract cases run on both stores through Flink's public API.
     // ---------------------------------------------------------------------------------------
 
-    interface Store {
-        String newId();
+    /**
+     * The job or the application result store through Flink's public (asynchronous) API, by hex
+     * id. Both name their methods alike ({@code createDirtyResultAsync}, {@code
+     * hasDirtyJobResultEntryAsync} / {@code hasDirtyApplicationResultEntryAsync}, ...), so one
+     * adapter serves both.
+     */
+    static final class Store {
+        private final Object store;
+        /** "Job" or "Application". */
+        private final String noun;
+        private final Class<? extends AbstractID> idType;
+        private final Function<String, Object> entryOf;
 
-        void create(String id) throws Exception;
+        Store(Object store, String noun, Class<? extends AbstractID> idType, Function<String, Object> entryOf) {
+            this.store = store;
+            this.noun = noun;
+            this.idType = idType;
+            this.entryOf = entryOf;
+        }
 
-        void markClean(String id) throws Exception;
+        String newId() throws Exception {
+            return idType.getConstructor().newInstance().toHexString();
+        }
 
-        boolean has(String id) throws Exception;
+        void create(String id) throws Exception {
+            call("createDirtyResultAsync", entryOf.apply(id));
+        }
 
-        boolean hasDirty(String id) throws Exception;
+        void markClean(String id) throws Exception {
+            call("markResultAsCleanAsync", id(id));
+        }
 
-        boolean hasClean(String id) throws Exception;
+        boolean has(String id) throws Exception {
+            return (Boolean) call("has" + noun + "ResultEntryAsync", id(id));
+        }
 
-        Set<String> dirtyIds() throws Exception;
+        boolean hasDirty(String id) throws Exception {
+            return (Boolean) call("hasDirty" + noun + "ResultEntryAsync", id(id));
+        }
+
+        boolean hasClean(String id) throws Exception {
+            return (Boolean) call("hasClean" + noun + "ResultEntryAsync", id(id));
+        }
+
+        Set<String> dirtyIds() throws Exception {
+            Set<String> ids = new HashSet<>();
+            for (Object result : (Set<?>) invoke(store, "getDirtyResults")) {
+                ids.add(((AbstractID) invoke(result, "get" + noun + "Id")).toHexString());
+            }
+            return ids;
+        }
+
+        private Object id(String hex) throws Exception {
+            return idType.getMethod("fromHexString", String.class).invoke(null, hex);
+        }
+
+        private Object call(String method, Object arg) throws Exception {
+            return ((CompletableFuture<?>) invoke(store, method, arg)).get();
+        }
+
+        private static Object invoke(Object target, String method, Object... args) throws Exception {
+            for (Method m : target.getClass().getMethods()) {
+                if (m.getName().equals(method) && m.getParameterCount() == args.length) {
+                    try {
+                        return m.invoke(target, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+                    }
+                }
+            }
+            throw new NoSuchMethodException(target.getClass().getName() + "." + method);
+        }
     }
 
     static JobResult jobResult(JobID id, JobStatus status) {
@@ -170,127 +234,56 @@ public final class PluginSelfTest {
     }
 
     static Store jobStore(JobstoreJobResultStore s) {
-        return new Store() {
-            public String newId() {
-                return new JobID().toHexString();
-            }
-
-            public void create(String id) throws Exception {
-                s.createDirtyResultAsync(new JobResultEntry(jobResult(JobID.fromHexString(id), JobStatus.FINISHED))).get();
-            }
-
-            public void markClean(String id) throws Exception {
-                s.markResultAsCleanAsync(JobID.fromHexString(id)).get();
-            }
-
-            public boolean has(String id) throws Exception {
-                return s.hasJobResultEntryAsync(JobID.fromHexString(id)).get();
-            }
-
-            public boolean hasDirty(String id) throws Exception {
-                return s.hasDirtyJobResultEntryAsync(JobID.fromHexString(id)).get();
-            }
-
-            public boolean hasClean(String id) throws Exception {
-                return s.hasCleanJobResultEntryAsync(JobID.fromHexString(id)).get();
-            }
-
-            public Set<String> dirtyIds() throws Exception {
-                return s.getDirtyResults().stream().map(r -> r.getJobId().toHexString()).collect(Collectors.toSet());
-            }
-        };
+        return new Store(s, "Job", JobID.class,
+                id -> new JobResultEntry(jobResult(JobID.fromHexString(id), JobStatus.FINISHED)));
     }
 
     static Store applicationStore(JobstoreApplicationResultStore s) {
-        return new Store() {
-            public String newId() {
-                return new ApplicationID().toHexString();
-            }
-
-            public void create(String id) throws Exception {
-                s.createDirtyResultAsync(new ApplicationResultEntry(
-                        applicationResult(ApplicationID.fromHexString(id), ApplicationState.FINISHED))).get();
-            }
-
-            public void markClean(String id) throws Exception {
-                s.markResultAsCleanAsync(ApplicationID.fromHexString(id)).get();
-            }
-
-            public boolean has(String id) throws Exception {
-                return s.hasApplicationResultEntryAsync(ApplicationID.fromHexString(id)).get();
-            }
-
-            public boolean hasDirty(String id) throws Exception {
-                return s.hasDirtyApplicationResultEntryAsync(ApplicationID.fromHexString(id)).get();
-            }
-
-            public boolean hasClean(String id) throws Exception {
-                return s.hasCleanApplicationResultEntryAsync(ApplicationID.fromHexString(id)).get();
-            }
-
-            public Set<String> dirtyIds() throws Exception {
-                return s.getDirtyResults().stream().map(r -> r.getApplicationId().toHexString()).collect(Collectors.toSet());
-            }
-        };
+        return new Store(s, "Application", ApplicationID.class,
+                id -> new ApplicationResultEntry(applicationResult(ApplicationID.fromHexString(id), ApplicationState.FINISHED)));
     }
 
     /** Flink's JobResultStoreContractTest, each case on a fresh (empty) cluster. */
-    private void contract(String kind, java.util.function.Supplier<Store> fresh) {
-        test(kind + " contract 1: create twice -> IllegalStateException", () -> {
-            Store s = fresh.get();
-            String id = s.newId();
+    private void contract(String kind, Supplier<Store> fresh) {
+        contractCase(kind, fresh, "1: create twice -> IllegalStateException", (s, id) -> {
             s.create(id);
             expect(IllegalStateException.class, () -> s.create(id));
         });
-        test(kind + " contract 2: create, clean, create -> IllegalStateException", () -> {
-            Store s = fresh.get();
-            String id = s.newId();
+        contractCase(kind, fresh, "2: create, clean, create -> IllegalStateException", (s, id) -> {
             s.create(id);
             s.markClean(id);
             expect(IllegalStateException.class, () -> s.create(id));
         });
-        test(kind + " contract 3: mark clean twice -> no error", () -> {
-            Store s = fresh.get();
-            String id = s.newId();
+        contractCase(kind, fresh, "3: mark clean twice -> no error", (s, id) -> {
             s.create(id);
             s.markClean(id);
             s.markClean(id);
             check(s.hasClean(id), "clean after second mark");
         });
-        test(kind + " contract 4: mark clean on an empty store -> NoSuchElementException", () -> {
-            Store s = fresh.get();
-            String id = s.newId();
+        contractCase(kind, fresh, "4: mark clean on an empty store -> NoSuchElementException", (s, id) -> {
             NoSuchElementException e = expect(NoSuchElementException.class, () -> s.markClean(id));
             check(e.getMessage().contains("Could not mark") && e.getMessage().contains(id), "message: " + e.getMessage());
         });
-        test(kind + " contract 5: dirty entry -> hasDirty, !hasClean, has", () -> {
-            Store s = fresh.get();
-            String id = s.newId();
+        contractCase(kind, fresh, "5: dirty entry -> hasDirty, !hasClean, has", (s, id) -> {
             s.create(id);
             check(s.hasDirty(id), "hasDirty");
             check(!s.hasClean(id), "!hasClean");
             check(s.has(id), "has");
         });
-        test(kind + " contract 6: clean entry -> !hasDirty, hasClean, has", () -> {
-            Store s = fresh.get();
-            String id = s.newId();
+        contractCase(kind, fresh, "6: clean entry -> !hasDirty, hasClean, has", (s, id) -> {
             s.create(id);
             s.markClean(id);
             check(!s.hasDirty(id), "!hasDirty");
             check(s.hasClean(id), "hasClean");
             check(s.has(id), "has");
         });
-        test(kind + " contract 7: empty store -> all false", () -> {
-            Store s = fresh.get();
-            String id = s.newId();
+        contractCase(kind, fresh, "7: empty store -> all false", (s, id) -> {
             check(!s.hasDirty(id) && !s.hasClean(id) && !s.has(id), "all false");
         });
         test(kind + " contract 8: getDirtyResults on an empty store -> empty", () -> {
             checkEq(Collections.emptySet(), fresh.get().dirtyIds(), "dirty ids");
         });
-        test(kind + " contract 9: one dirty entry -> getDirtyResults returns it", () -> {
-            Store s = fresh.get();
-            String id = s.newId();
+        contractCase(kind, fresh, "9: one dirty entry -> getDirtyResults returns it", (s, id) -> {
             s.create(id);
             checkEq(Collections.singleton(id), s.dirtyIds(), "dirty ids");
         });
@@ -305,11 +298,41 @@ public final class PluginSelfTest {
         });
     }
 
+    interface ContractCase {
+        void run(Store store, String newId) throws Exception;
+    }
+
+    /** One case on a fresh (empty) store, with a new id. */
+    private void contractCase(String kind, Supplier<Store> fresh, String name, ContractCase c) {
+        test(kind + " contract " + name, () -> {
+            Store s = fresh.get();
+            c.run(s, s.newId());
+        });
+    }
+
     // ---------------------------------------------------------------------------------------
 
     private JobstoreClient client(String url, String cluster, int retries, int pageSize, String token) {
         return new JobstoreClient(
                 url, cluster, token, Duration.ofSeconds(5), retries, Duration.ofMillis(10), Duration.ofMillis(50), pageSize);
+    }
+
+    /** A FAILED result (with its failure cause) as sent, as stored, and as Flink reads it back. */
+    static final class RoundTrip {
+        JobResult in;
+        JsonNode stored;
+        JobResult out;
+    }
+
+    private RoundTrip failedRoundTrip(String url, String token) throws Exception {
+        JobstoreClient c = client(url, randomCluster(), 2, 1000, token);
+        JobstoreJobResultStore s = new JobstoreJobResultStore(c, io);
+        RoundTrip rt = new RoundTrip();
+        rt.in = jobResult(new JobID(), JobStatus.FAILED);
+        s.createDirtyResultAsync(new JobResultEntry(rt.in)).get();
+        rt.stored = c.get(JobstoreClient.Kind.JOB, rt.in.getJobId().toHexString()).get("result");
+        rt.out = s.getDirtyResults().iterator().next();
+        return rt;
     }
 
     private static String randomCluster() {
@@ -337,20 +360,16 @@ public final class PluginSelfTest {
             });
 
             test("job: stored JSON is Flink's JobResult JSON and reads back equal (with failure cause)", () -> {
-                String cluster = randomCluster();
-                JobstoreClient c = client(url, cluster, 2, 1000, null);
-                JobstoreJobResultStore s = new JobstoreJobResultStore(c, io);
-                JobID id = new JobID();
-                JobResult in = jobResult(id, JobStatus.FAILED);
-                s.createDirtyResultAsync(new JobResultEntry(in)).get();
-                JsonNode entry = c.get(JobstoreClient.Kind.JOB, id.toHexString());
-                JsonNode r = entry.get("result");
+                RoundTrip rt = failedRoundTrip(url, null);
+                JobID id = rt.in.getJobId();
+                JobResult in = rt.in;
+                JsonNode r = rt.stored;
                 checkEq(id.toHexString(), r.get("id").asText(), "id");
                 checkEq("FAILED", r.get("application-status").asText(), "application-status");
                 checkEq(1234L, r.get("net-runtime").asLong(), "net-runtime");
                 checkEq(IllegalStateException.class.getName(), r.get("failure-cause").get("class").asText(), "failure class");
                 check(r.get("accumulator-results").has("records"), "accumulator");
-                JobResult out = s.getDirtyResults().iterator().next();
+                JobResult out = rt.out;
                 checkEq(in.getJobId(), out.getJobId(), "job id");
                 checkEq(in.getJobName(), out.getJobName(), "name");
                 checkEq(in.getJobStatus(), out.getJobStatus(), "status");
@@ -554,6 +573,7 @@ public final class PluginSelfTest {
             });
 
             new ModeSelfTest(this, io).run(fake);
+            new HaSelfTest(this).runAgainstFake(fake);
         }
 
         test("config: cluster id from high-availability.cluster-id, leading slashes dropped", () -> {
@@ -632,19 +652,12 @@ public final class PluginSelfTest {
         });
 
         test("jobstore: a FAILED result with its failure cause reads back equal", () -> {
-            String cluster = randomCluster();
-            JobstoreClient c = client(url, cluster, 2, 1000, token);
-            JobstoreJobResultStore s = new JobstoreJobResultStore(c, io);
-            JobID id = new JobID();
-            JobResult in = jobResult(id, JobStatus.FAILED);
-            s.createDirtyResultAsync(new JobResultEntry(in)).get();
-            JobResult out = s.getDirtyResults().iterator().next();
-            checkEq(in.getJobStatus(), out.getJobStatus(), "status");
-            checkEq(in.getSerializedThrowable().get().getFullStringifiedStackTrace(),
-                    out.getSerializedThrowable().get().getFullStringifiedStackTrace(), "stack trace");
-            JsonNode sent = FlinkJson.parse(FlinkJson.envelope(in)).get("result");
-            check(FlinkJson.sameJson(sent, c.get(JobstoreClient.Kind.JOB, id.toHexString()).get("result")),
-                    "stored result equals the sent one");
+            RoundTrip rt = failedRoundTrip(url, token);
+            checkEq(rt.in.getJobStatus(), rt.out.getJobStatus(), "status");
+            checkEq(rt.in.getSerializedThrowable().get().getFullStringifiedStackTrace(),
+                    rt.out.getSerializedThrowable().get().getFullStringifiedStackTrace(), "stack trace");
+            JsonNode sent = FlinkJson.parse(FlinkJson.envelope(rt.in)).get("result");
+            check(FlinkJson.sameJson(sent, rt.stored), "stored result equals the sent one");
         });
 
         if (readToken != null) {
@@ -675,32 +688,43 @@ public final class PluginSelfTest {
         });
     }
 
+    ExecutorService io() {
+        return io;
+    }
+
+    /** Runs the cases, shuts the executor down, prints "N passed, M failed" and exits (1 on a failure). */
+    void runThenExit(Body cases) throws Exception {
+        try {
+            cases.run();
+        } finally {
+            io.shutdownNow();
+            io.awaitTermination(5, TimeUnit.SECONDS);
+        }
+        System.out.println(passed + " passed, " + failed + " failed");
+        System.exit(failed == 0 ? 0 : 1);
+    }
+
     public static void main(String[] args) throws Exception {
         PluginSelfTest t = new PluginSelfTest();
-        try {
-            if (args.length >= 1 && args[0].equals("--fake")) {
-                Path resources = args.length >= 2 ? Paths.get(args[1]) : null;
-                t.runAgainstFake(resources);
-            } else if (args.length >= 2 && args[0].equals("--url")) {
-                String token = null;
-                String readToken = null;
-                for (int i = 2; i + 1 < args.length; i += 2) {
-                    if (args[i].equals("--token")) {
-                        token = args[i + 1];
-                    } else if (args[i].equals("--read-token")) {
-                        readToken = args[i + 1];
-                    }
+        if (args.length >= 1 && args[0].equals("--fake")) {
+            Path resources = args.length >= 2 ? Paths.get(args[1]) : null;
+            t.runThenExit(() -> t.runAgainstFake(resources));
+        } else if (args.length >= 2 && args[0].equals("--url")) {
+            String token = null;
+            String readToken = null;
+            for (int i = 2; i + 1 < args.length; i += 2) {
+                if (args[i].equals("--token")) {
+                    token = args[i + 1];
+                } else if (args[i].equals("--read-token")) {
+                    readToken = args[i + 1];
                 }
-                t.runAgainstJobstore(args[1], token, readToken);
-            } else {
-                System.err.println("usage: PluginSelfTest --fake [RESOURCES_DIR] | --url URL [--token T] [--read-token R]");
-                System.exit(2);
             }
-        } finally {
-            t.io.shutdownNow();
-            t.io.awaitTermination(5, TimeUnit.SECONDS);
+            String write = token;
+            String read = readToken;
+            t.runThenExit(() -> t.runAgainstJobstore(args[1], write, read));
+        } else {
+            System.err.println("usage: PluginSelfTest --fake [RESOURCES_DIR] | --url URL [--token T] [--read-token R]");
+            System.exit(2);
         }
-        System.out.println(t.passed + " passed, " + t.failed + " failed");
-        System.exit(t.failed == 0 ? 0 : 1);
     }
 }

@@ -1,0 +1,497 @@
+package io.jobstore.flink.ha;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.io.IOException;
+import java.time.Instant;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * The HA routes of jobstore (docs/api.md "HA services" and the lead's additions: long poll with
+ * ETag, mark-for-deletion, counter delete, job and cluster cleanup) in memory, on the fake's own
+ * clock (System.nanoTime). Writes naming an epoch that is not the cluster's live lease are 409
+ * {@code fenced: ...}; unknown body fields are 400. Test hooks read the lease, the handles and the
+ * counters, and expire leases.
+ */
+final class FakeJobstoreHa {
+
+    /** A malformed request: 400. */
+    static final class BadRequest extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        BadRequest(String message) {
+            super(message);
+        }
+    }
+
+    private static final class Lease {
+        String holder;
+        long epoch;
+        long expiresNanos;
+    }
+
+    private static final class Cluster {
+        Lease lease;
+        /** epoch -> when its lease expired or expires (as last extended). */
+        final Map<Long, Long> expiryByEpoch = new HashMap<>();
+        final TreeMap<String, ObjectNode> leaderInfo = new TreeMap<>();
+        long leaderVersion;
+        /** kind \0 job \0 name -> entry. */
+        final TreeMap<String, ObjectNode> handles = new TreeMap<>();
+        final TreeMap<String, Long> counters = new TreeMap<>();
+    }
+
+    private static final Pattern HANDLE = Pattern.compile("^/state-handles/([a-z-]+)(?:/([^/]+)(/mark-for-deletion)?)?$");
+    private static final Pattern COUNTER = Pattern.compile("^/counters/([0-9a-f]{32})(/get-and-increment)?$");
+    private static final Pattern LEADER = Pattern.compile("^/leader-info(?:/([^/]+))?$");
+    private static final Pattern JOB = Pattern.compile("^/jobs/([0-9a-f]{32})$");
+    private static final Set<String> KINDS = new HashSet<>(Arrays.asList("execution-plan", "application", "checkpoint"));
+
+    private final Map<String, Cluster> clusters = new HashMap<>();
+    private boolean closed;
+
+    synchronized FakeJobstore.Answer serve(
+            String method, String cluster, String rest, Map<String, String> query, String ifNoneMatch, byte[] body)
+            throws IOException {
+        try {
+            return route(method, cluster, rest, query, ifNoneMatch, body);
+        } catch (Fenced e) {
+            return conflict("fenced: the epoch is not the cluster's live lease");
+        }
+    }
+
+    private FakeJobstore.Answer route(
+            String method, String cluster, String rest, Map<String, String> query, String ifNoneMatch, byte[] body)
+            throws IOException {
+        Cluster c = clusters.computeIfAbsent(cluster, k -> new Cluster());
+        long now = System.nanoTime();
+        if (rest.isEmpty() && method.equals("DELETE")) {
+            fence(c, epochOf(body(body, "epoch")), now);
+            c.leaderInfo.clear();
+            c.leaderVersion++;
+            c.handles.clear();
+            c.counters.clear();
+            notifyAll();
+            return new FakeJobstore.Answer(204, null);
+        }
+        if (rest.startsWith("/lease/") && method.equals("POST")) {
+            return lease(c, rest.substring("/lease/".length()), body, now);
+        }
+        Matcher m = LEADER.matcher(rest);
+        if (m.matches()) {
+            return m.group(1) == null ? listLeaders(c, method, query, ifNoneMatch) : leader(c, method, m.group(1), body, now);
+        }
+        m = HANDLE.matcher(rest);
+        if (m.matches()) {
+            return handle(c, method, m.group(1), m.group(2), m.group(3) != null, query, body, now);
+        }
+        m = COUNTER.matcher(rest);
+        if (m.matches()) {
+            return counter(c, method, m.group(1), m.group(2) != null, body, now);
+        }
+        m = JOB.matcher(rest);
+        if (m.matches() && method.equals("DELETE")) {
+            fence(c, epochOf(body(body, "epoch")), now);
+            String job = m.group(1);
+            if (c.leaderInfo.remove(job) != null) {
+                c.leaderVersion++;
+                notifyAll();
+            }
+            c.handles.values().removeIf(h -> job.equals(h.path("job").asText(null))
+                    || (h.path("kind").asText().equals("execution-plan") && h.path("name").asText().equals(job)));
+            c.counters.remove(job);
+            return new FakeJobstore.Answer(204, null);
+        }
+        return new FakeJobstore.Answer(404, FakeJobstore.error("no route " + method + " " + rest));
+    }
+
+    // --- lease -----------------------------------------------------------------------------------
+
+    private FakeJobstore.Answer lease(Cluster c, String op, byte[] raw, long now) {
+        Lease l = c.lease;
+        boolean live = l != null && now < l.expiresNanos;
+        switch (op) {
+            case "acquire": {
+                ObjectNode b = body(raw, "holder", "duration-ms");
+                String holder = text(b, "holder");
+                long ms = positive(b, "duration-ms");
+                if (live && !l.holder.equals(holder)) {
+                    return conflict("the lease is held by another holder and has not expired");
+                }
+                if (l == null) {
+                    l = c.lease = new Lease();
+                }
+                if (!live || !l.holder.equals(holder)) {
+                    l.epoch++;
+                }
+                l.holder = holder;
+                extend(c, now, ms);
+                ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+                out.put("epoch", l.epoch);
+                out.put("expires-at", Instant.now().plusMillis(ms).toString());
+                return FakeJobstore.json(200, out);
+            }
+            case "renew": {
+                ObjectNode b = body(raw, "holder", "epoch", "duration-ms");
+                long ms = positive(b, "duration-ms");
+                if (!live || !l.holder.equals(text(b, "holder")) || l.epoch != epochOf(b)) {
+                    return conflict("fenced: the epoch is not the cluster's live lease");
+                }
+                extend(c, now, ms);
+                ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+                out.put("epoch", l.epoch);
+                return FakeJobstore.json(200, out);
+            }
+            case "release": {
+                ObjectNode b = body(raw, "holder", "epoch");
+                boolean released = live && l.holder.equals(text(b, "holder")) && l.epoch == epochOf(b);
+                if (released) {
+                    l.expiresNanos = now;
+                    c.expiryByEpoch.put(l.epoch, now);
+                }
+                ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+                out.put("released", released);
+                return FakeJobstore.json(200, out);
+            }
+            default:
+                return new FakeJobstore.Answer(404, FakeJobstore.error("no route"));
+        }
+    }
+
+    private static void extend(Cluster c, long now, long ms) {
+        c.lease.expiresNanos = now + ms * 1_000_000L;
+        c.expiryByEpoch.put(c.lease.epoch, c.lease.expiresNanos);
+    }
+
+    private static void fence(Cluster c, long epoch, long now) {
+        if (c.lease == null || c.lease.epoch != epoch || now >= c.lease.expiresNanos) {
+            throw new Fenced();
+        }
+    }
+
+    /** Thrown by {@link #fence}; answered 409 fenced. */
+    private static final class Fenced extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+    }
+
+    // --- leader information -------------------------------------------------------------------------
+
+    private FakeJobstore.Answer listLeaders(Cluster c, String method, Map<String, String> query, String ifNoneMatch) {
+        if (!method.equals("GET")) {
+            return new FakeJobstore.Answer(405, FakeJobstore.error("method not allowed"));
+        }
+        long waitMs = Long.parseLong(query.getOrDefault("wait-ms", "0"));
+        if (waitMs < 0 || waitMs > 60_000) {
+            throw new BadRequest("wait-ms must be 0 to 60000");
+        }
+        long until = System.nanoTime() + waitMs * 1_000_000L;
+        while (etag(c).equals(ifNoneMatch) && !closed) {
+            long left = until - System.nanoTime();
+            if (left <= 0) {
+                return new FakeJobstore.Answer(304, null).header("ETag", etag(c));
+            }
+            try {
+                wait(Math.max(1, left / 1_000_000L));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+        ArrayNode all = out.putArray("leader-info");
+        c.leaderInfo.values().forEach(all::add);
+        return FakeJobstore.json(200, out).header("ETag", etag(c));
+    }
+
+    private static String etag(Cluster c) {
+        return "\"v" + c.leaderVersion + "\"";
+    }
+
+    private FakeJobstore.Answer leader(Cluster c, String method, String component, byte[] raw, long now) {
+        switch (method) {
+            case "GET": {
+                ObjectNode i = c.leaderInfo.get(component);
+                return i == null ? new FakeJobstore.Answer(404, FakeJobstore.error("no leader information")) : FakeJobstore.json(200, i);
+            }
+            case "PUT": {
+                ObjectNode b = body(raw, "epoch", "address", "session-id");
+                long epoch = epochOf(b);
+                if (!fenced(c, epoch, now)) {
+                    ObjectNode i = FlinkJson.MAPPER.createObjectNode();
+                    i.put("component", component);
+                    i.put("epoch", epoch);
+                    i.put("address", text(b, "address"));
+                    i.put("session-id", text(b, "session-id"));
+                    i.put("updated-at", Instant.now().toString());
+                    c.leaderInfo.put(component, i);
+                    c.leaderVersion++;
+                    notifyAll();
+                    return FakeJobstore.json(200, i);
+                }
+                return conflict("fenced: the epoch is not the cluster's live lease");
+            }
+            case "DELETE": {
+                long epoch = epochOf(body(raw, "epoch"));
+                if (fenced(c, epoch, now)) {
+                    return conflict("fenced: the epoch is not the cluster's live lease");
+                }
+                if (c.leaderInfo.remove(component) != null) {
+                    c.leaderVersion++;
+                    notifyAll();
+                }
+                return new FakeJobstore.Answer(204, null);
+            }
+            default:
+                return new FakeJobstore.Answer(405, FakeJobstore.error("method not allowed"));
+        }
+    }
+
+    private static boolean fenced(Cluster c, long epoch, long now) {
+        try {
+            fence(c, epoch, now);
+            return false;
+        } catch (Fenced e) {
+            return true;
+        }
+    }
+
+    // --- state handles -----------------------------------------------------------------------------
+
+    private FakeJobstore.Answer handle(
+            Cluster c, String method, String kind, String name, boolean mark, Map<String, String> query, byte[] raw, long now) {
+        if (!KINDS.contains(kind)) {
+            throw new BadRequest("kind must be execution-plan, application or checkpoint");
+        }
+        if (name == null) {
+            if (!method.equals("GET")) {
+                return new FakeJobstore.Answer(405, FakeJobstore.error("method not allowed"));
+            }
+            String job = query.get("job");
+            ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+            ArrayNode all = out.putArray("state-handles");
+            for (ObjectNode h : c.handles.values()) {
+                if (h.path("kind").asText().equals(kind) && (job == null || job.equals(h.path("job").asText(null)))) {
+                    all.add(h);
+                }
+            }
+            return FakeJobstore.json(200, out);
+        }
+        if (method.equals("GET")) {
+            ObjectNode h = c.handles.get(key(kind, query.get("job"), name));
+            return h == null ? notFound() : FakeJobstore.json(200, h);
+        }
+        ObjectNode b =
+                mark || method.equals("DELETE")
+                        ? body(raw, "epoch", "job")
+                        : body(raw, "epoch", "job", "expected-version", "handle");
+        String job = b.hasNonNull("job") ? b.get("job").asText() : null;
+        String key = key(kind, job, name);
+        if (fenced(c, epochOf(b), now)) {
+            return conflict("fenced: the epoch is not the cluster's live lease");
+        }
+        ObjectNode h = c.handles.get(key);
+        ObjectNode version = FlinkJson.MAPPER.createObjectNode();
+        if (mark) {
+            if (h == null) {
+                return notFound();
+            }
+            h.put("marked-for-deletion", true);
+            return FakeJobstore.json(200, version.put("version", h.path("version").asLong()));
+        }
+        switch (method) {
+            case "POST":
+                if (h != null) {
+                    return conflict("the state handle already exists");
+                }
+                h = FlinkJson.MAPPER.createObjectNode();
+                h.put("kind", kind);
+                if (job == null) {
+                    h.putNull("job");
+                } else {
+                    h.put("job", job);
+                }
+                h.put("name", name);
+                h.put("version", 1);
+                h.put("handle", hex(b));
+                h.put("marked-for-deletion", false);
+                h.put("updated-at", Instant.now().toString());
+                c.handles.put(key, h);
+                return FakeJobstore.json(201, version.put("version", 1));
+            case "PUT":
+                if (h == null || h.path("marked-for-deletion").asBoolean()) {
+                    return notFound();
+                }
+                if (h.path("version").asLong() != positive(b, "expected-version")) {
+                    return conflict("the state handle has another version");
+                }
+                h.put("version", h.path("version").asLong() + 1);
+                h.put("handle", hex(b));
+                h.put("updated-at", Instant.now().toString());
+                return FakeJobstore.json(200, version.put("version", h.path("version").asLong()));
+            case "DELETE":
+                ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+                out.put("removed", c.handles.remove(key) != null);
+                return FakeJobstore.json(200, out);
+            default:
+                return new FakeJobstore.Answer(405, FakeJobstore.error("method not allowed"));
+        }
+    }
+
+    private static String key(String kind, String job, String name) {
+        return kind + "\0" + (job == null ? "" : job) + "\0" + name;
+    }
+
+    private static String hex(ObjectNode b) {
+        String h = text(b, "handle");
+        if (!h.matches("([0-9a-f]{2}){1,65536}")) {
+            throw new BadRequest("handle must be 1 to 65536 bytes as hex");
+        }
+        return h;
+    }
+
+    // --- counters -------------------------------------------------------------------------------
+
+    private FakeJobstore.Answer counter(Cluster c, String method, String job, boolean increment, byte[] raw, long now) {
+        ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+        if (method.equals("GET") && !increment) {
+            Long v = c.counters.get(job);
+            return v == null ? notFound() : FakeJobstore.json(200, out.put("value", v));
+        }
+        ObjectNode b = method.equals("PUT") ? body(raw, "epoch", "value") : body(raw, "epoch");
+        if (fenced(c, epochOf(b), now)) {
+            return conflict("fenced: the epoch is not the cluster's live lease");
+        }
+        if (increment && method.equals("POST")) {
+            long v = c.counters.getOrDefault(job, 1L);
+            c.counters.put(job, v + 1);
+            return FakeJobstore.json(200, out.put("value", v));
+        }
+        if (method.equals("PUT")) {
+            long v = positive(b, "value");
+            c.counters.put(job, v);
+            return FakeJobstore.json(200, out.put("value", v));
+        }
+        if (method.equals("DELETE")) {
+            c.counters.remove(job);
+            return new FakeJobstore.Answer(204, null);
+        }
+        return new FakeJobstore.Answer(405, FakeJobstore.error("method not allowed"));
+    }
+
+    // --- bodies -------------------------------------------------------------------------------------
+
+    private static ObjectNode body(byte[] raw, String... allowed) {
+        JsonNode n;
+        try {
+            n = FlinkJson.parse(raw);
+        } catch (IOException e) {
+            throw new BadRequest("malformed body: " + e.getMessage());
+        }
+        if (n == null || !n.isObject()) {
+            throw new BadRequest("body must be a JSON object");
+        }
+        List<String> ok = Arrays.asList(allowed);
+        for (Iterator<String> it = n.fieldNames(); it.hasNext(); ) {
+            String f = it.next();
+            if (!ok.contains(f)) {
+                throw new BadRequest("unknown field " + f);
+            }
+        }
+        return (ObjectNode) n;
+    }
+
+    private static String text(ObjectNode b, String field) {
+        JsonNode v = b.get(field);
+        if (v == null || !v.isTextual() || v.asText().isEmpty()) {
+            throw new BadRequest(field + " is required");
+        }
+        return v.asText();
+    }
+
+    private static long epochOf(ObjectNode b) {
+        JsonNode v = b.get("epoch");
+        if (v == null || !v.isIntegralNumber()) {
+            throw new BadRequest("epoch is required");
+        }
+        return v.asLong();
+    }
+
+    private static long positive(ObjectNode b, String field) {
+        JsonNode v = b.get(field);
+        if (v == null || !v.isIntegralNumber() || v.asLong() < 1) {
+            throw new BadRequest(field + " must be at least 1");
+        }
+        return v.asLong();
+    }
+
+    private static FakeJobstore.Answer conflict(String message) {
+        return new FakeJobstore.Answer(409, FakeJobstore.error(message));
+    }
+
+    private static FakeJobstore.Answer notFound() {
+        return new FakeJobstore.Answer(404, FakeJobstore.error("no such entry"));
+    }
+
+    // --- test hooks ----------------------------------------------------------------------------------
+
+    /** The live lease's epoch (0: none live). */
+    synchronized long liveEpoch(String cluster) {
+        Cluster c = clusters.get(cluster);
+        return c == null || c.lease == null || System.nanoTime() >= c.lease.expiresNanos ? 0 : c.lease.epoch;
+    }
+
+    synchronized String liveHolder(String cluster) {
+        return liveEpoch(cluster) == 0 ? null : clusters.get(cluster).lease.holder;
+    }
+
+    /** When (System.nanoTime) the lease of that epoch expired or expires, as last extended. */
+    synchronized long expiryNanos(String cluster, long epoch) {
+        Long e = clusters.get(cluster).expiryByEpoch.get(epoch);
+        return e == null ? Long.MIN_VALUE : e;
+    }
+
+    /** Ends the live lease now (as if it had expired). */
+    synchronized void expire(String cluster) {
+        Cluster c = clusters.get(cluster);
+        if (c != null && c.lease != null) {
+            c.lease.expiresNanos = System.nanoTime();
+            c.expiryByEpoch.put(c.lease.epoch, c.lease.expiresNanos);
+        }
+    }
+
+    synchronized JsonNode handleEntry(String cluster, String kind, String job, String name) {
+        Cluster c = clusters.get(cluster);
+        return c == null ? null : c.handles.get(key(kind, job, name));
+    }
+
+    synchronized int handleCount(String cluster) {
+        Cluster c = clusters.get(cluster);
+        return c == null ? 0 : c.handles.size();
+    }
+
+    synchronized Long counterValue(String cluster, String job) {
+        Cluster c = clusters.get(cluster);
+        return c == null ? null : c.counters.get(job);
+    }
+
+    synchronized JsonNode leaderEntry(String cluster, String component) {
+        Cluster c = clusters.get(cluster);
+        return c == null ? null : c.leaderInfo.get(component);
+    }
+
+    synchronized void close() {
+        closed = true;
+        notifyAll();
+    }
+}
