@@ -35,6 +35,12 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "JOBSTORE_LISTEN", default_value = "127.0.0.1:8090")]
     pub listen: SocketAddr,
+    /// One more listener whose un-prefixed Flink routes (`/jobs/...`, `/v1/jobs/...`,
+    /// `/savepoint-disposal`) act on CLUSTER instead of --cluster-id: `CLUSTER=ADDRESS`
+    /// (`prod-eu=0.0.0.0:8091`), repeatable (comma-separated in the environment). Flink's own
+    /// CLI (`flink savepoint -m HOST:PORT`) then reaches any cluster.
+    #[arg(long, env = "JOBSTORE_CLUSTER_LISTEN", value_delimiter = ',', value_parser = parse_cluster_listen)]
+    pub cluster_listen: Vec<(ClusterId, SocketAddr)>,
     /// The cluster the un-prefixed Flink routes (`/jobs/...`) act on.
     #[arg(long, env = "JOBSTORE_CLUSTER_ID", default_value = "default")]
     pub cluster_id: String,
@@ -111,6 +117,19 @@ pub struct ServeArgs {
     /// Log format: readable text or one JSON object per line.
     #[arg(long, env = "JOBSTORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+fn parse_cluster_listen(text: &str) -> Result<(ClusterId, SocketAddr), String> {
+    let (cluster, address) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not CLUSTER=ADDRESS"))?;
+    let cluster = cluster
+        .parse()
+        .map_err(|e| format!("cluster id {cluster:?}: it {e}"))?;
+    let address = address
+        .parse()
+        .map_err(|e| format!("address {address:?}: {e}"))?;
+    Ok((cluster, address))
 }
 
 fn parse_allowed_hosts(list: &str) -> Result<AllowedHosts, String> {
@@ -217,12 +236,36 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_timeout: args.shutdown_timeout,
         max_connections: args.max_connections,
     };
+    // The clusters' own listeners: the same service, another default cluster each.
+    let mut cluster_servers = Vec::new();
+    for (cluster, address) in &args.cluster_listen {
+        let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
+            anyhow::anyhow!("cannot listen on {address} for cluster {cluster}: {e}")
+        })?;
+        tracing::info!(listen = %listener.local_addr()?, %cluster, "serving the Flink routes of a cluster");
+        let mut config = (*state.config).clone();
+        config.default_cluster = cluster.clone();
+        let state = AppState {
+            config: std::sync::Arc::new(config),
+            ..state.clone()
+        };
+        let done = shutdown.clone();
+        cluster_servers.push(tokio::spawn(crate::server::serve(
+            listener,
+            crate::http::router(state),
+            limits.clone(),
+            async move { done.cancelled().await },
+        )));
+    }
     crate::server::serve(listener, crate::http::router(state), limits, async move {
         shutdown_signal().await;
         stop.cancel();
     })
     .await?;
     shutdown.cancel();
+    for server in cluster_servers {
+        let _ = server.await;
+    }
     if let Some(executor) = executor {
         let _ = executor.await;
     }

@@ -183,10 +183,22 @@ fn result_operations(kind: ResultKind) -> Vec<Operation> {
     ]
 }
 
+/// Where Flink's own routes are answered (`http::FLINK_PREFIXES`), and what each names.
+fn flink_prefixes() -> [(&'static str, &'static str); 3] {
+    [
+        ("", " (default cluster)"),
+        (
+            "/v1",
+            " (default cluster; the path Flink's REST client sends)",
+        ),
+        ("/v1/clusters/{cluster}", ""),
+    ]
+}
+
 fn savepoint_operations() -> Vec<Operation> {
     let mut ops = Vec::new();
     let job = || path_param("jobid", "Flink job id", hex_id());
-    for (prefix, scope) in [("", " (default cluster)"), ("/v1/clusters/{cluster}", "")] {
+    for (prefix, scope) in flink_prefixes() {
         let params = |extra: Vec<Value>| {
             let mut p = if prefix.is_empty() {
                 vec![]
@@ -283,6 +295,11 @@ fn savepoint_operations() -> Vec<Operation> {
                 json!({"type": "string", "enum": ["IN_PROGRESS", "COMPLETED"]}),
             ),
             query_param(
+                "kind",
+                "only these",
+                json!({"type": "string", "enum": OPERATION_KINDS}),
+            ),
+            query_param(
                 "limit",
                 "page size, 1-10000 (default 1000)",
                 json!({"type": "integer", "minimum": 1, "maximum": 10000}),
@@ -334,6 +351,204 @@ fn savepoint_operations() -> Vec<Operation> {
         body: None,
         responses: vec![ok(200, "The clusters", "ClusterList")],
     });
+    ops
+}
+
+const OPERATION_KINDS: [&str; 6] = [
+    "SAVEPOINT",
+    "CANCEL_WITH_SAVEPOINT",
+    "STOP_WITH_SAVEPOINT",
+    "TERMINATE_WITH_SAVEPOINT",
+    "CHECKPOINT",
+    "DISPOSAL",
+];
+
+/// Checkpoints and disposals (Flink's routes), schedules, retention, the latest savepoint
+/// (issue 16).
+fn lifecycle_operations() -> Vec<Operation> {
+    let mut ops = Vec::new();
+    let job = || path_param("jobid", "Flink job id", hex_id());
+    let trigger = || path_param("triggerid", "the request-id", hex_id());
+    let op = |method: &'static str,
+              path: String,
+              tag: &'static str,
+              summary: String,
+              params: Vec<Value>,
+              body: Option<(&str, bool)>,
+              responses: Vec<(u16, &'static str, Option<Value>)>| Operation {
+        method,
+        path,
+        tag,
+        summary,
+        params,
+        body: body.map(|(schema, required)| json_body(schema_ref(schema), required)),
+        responses,
+    };
+    for (prefix, scope) in flink_prefixes() {
+        let params = |extra: Vec<Value>| {
+            let mut p = if prefix.starts_with("/v1/clusters") {
+                vec![cluster_param()]
+            } else {
+                vec![]
+            };
+            p.extend(extra);
+            p
+        };
+        ops.push(op(
+            "post",
+            format!("{prefix}/jobs/{{jobid}}/checkpoints"),
+            "checkpoints",
+            format!("Trigger a checkpoint{scope}, as Flink's POST /jobs/:jobid/checkpoints"),
+            params(vec![job()]),
+            Some(("CheckpointTriggerRequestBody", false)),
+            vec![
+                ok(
+                    202,
+                    "Accepted; the same triggerId answers the same request-id",
+                    "TriggerResponse",
+                ),
+                err(400, "Malformed id or body, or checkpointType INCREMENTAL"),
+            ],
+        ));
+        ops.push(op(
+            "get",
+            format!("{prefix}/jobs/{{jobid}}/checkpoints/{{triggerid}}"),
+            "checkpoints",
+            format!("Status of a checkpoint operation{scope}, as Flink's"),
+            params(vec![job(), trigger()]),
+            None,
+            vec![
+                ok(200, "IN_PROGRESS or COMPLETED", "CheckpointStatus"),
+                err(400, "Malformed id"),
+                err(404, "No such operation"),
+            ],
+        ));
+        ops.push(op(
+            "post",
+            format!("{prefix}/savepoint-disposal"),
+            "disposal",
+            format!("Dispose of a savepoint{scope}, as Flink's POST /savepoint-disposal"),
+            params(vec![]),
+            Some(("SavepointDisposalRequest", true)),
+            vec![
+                ok(200, "Accepted (Flink answers 200 here)", "TriggerResponse"),
+                err(400, "No savepoint-path"),
+            ],
+        ));
+        ops.push(op(
+            "get",
+            format!("{prefix}/savepoint-disposal/{{triggerid}}"),
+            "disposal",
+            format!("Status of a disposal{scope}, as Flink's"),
+            params(vec![trigger()]),
+            None,
+            vec![
+                ok(200, "IN_PROGRESS or COMPLETED", "SavepointStatus"),
+                err(400, "Malformed id"),
+                err(404, "No such operation"),
+            ],
+        ));
+    }
+    let scopes = [
+        (
+            "/v1/clusters/{cluster}",
+            "the cluster's",
+            vec![cluster_param()],
+        ),
+        (
+            "/v1/clusters/{cluster}/jobs/{jobid}",
+            "a job's override of the cluster's",
+            vec![cluster_param(), job()],
+        ),
+    ];
+    for (base, whose, params) in scopes {
+        for (name, what, update, schema) in [
+            (
+                "savepoint-schedule",
+                "savepoint schedule",
+                "ScheduleUpdate",
+                "Schedule",
+            ),
+            (
+                "savepoint-retention",
+                "savepoint retention",
+                "RetentionUpdate",
+                "Retention",
+            ),
+        ] {
+            let path = format!("{base}/{name}");
+            ops.push(op(
+                "put",
+                path.clone(),
+                "lifecycle",
+                format!("Set {whose} {what}"),
+                params.clone(),
+                Some((update, true)),
+                vec![
+                    ok(200, "Set", schema),
+                    err(400, "Malformed body"),
+                    err(415, "Not a JSON body"),
+                ],
+            ));
+            ops.push(op(
+                "get",
+                path.clone(),
+                "lifecycle",
+                format!("{whose} {what}"),
+                params.clone(),
+                None,
+                vec![
+                    ok(200, "Set", schema),
+                    err(400, "Malformed id"),
+                    err(404, "None"),
+                ],
+            ));
+            ops.push(op(
+                "delete",
+                path,
+                "lifecycle",
+                format!("Remove {whose} {what}"),
+                params.clone(),
+                None,
+                vec![
+                    (204, "Removed", None),
+                    err(400, "Malformed id"),
+                    err(404, "None"),
+                ],
+            ));
+        }
+    }
+    ops.push(op(
+        "get",
+        "/v1/clusters/{cluster}/jobs/{jobid}/latest-savepoint".into(),
+        "lifecycle",
+        "The newest completed savepoint of a job, not disposed of (what a redeploy restores from)"
+            .into(),
+        vec![cluster_param(), job()],
+        None,
+        vec![
+            ok(200, "The operation", "SavepointOperation"),
+            err(400, "Malformed id"),
+            err(404, "None"),
+        ],
+    ));
+    ops.push(op(
+        "get",
+        "/v1/clusters/{cluster}/latest-savepoint".into(),
+        "lifecycle",
+        "The newest completed savepoint of any job of a name (a redeployed job gets a new id)"
+            .into(),
+        vec![
+            cluster_param(),
+            json!({"name": "job-name", "in": "query", "required": true, "description": "the job's name (Flink's job overview, the job results)", "schema": {"type": "string", "minLength": 1, "maxLength": 4096}}),
+        ],
+        None,
+        vec![
+            ok(200, "The operation", "SavepointOperation"),
+            err(400, "No job-name"),
+            err(404, "None"),
+        ],
+    ));
     ops
 }
 
@@ -632,6 +847,7 @@ pub fn operations() -> Vec<Operation> {
     let mut ops = result_operations(ResultKind::Job);
     ops.extend(result_operations(ResultKind::Application));
     ops.extend(savepoint_operations());
+    ops.extend(lifecycle_operations());
     ops.extend(ha_operations());
     ops.extend(service_operations());
     ops
@@ -778,12 +994,19 @@ fn schemas() -> Value {
         "SavepointOperation": {
             "type": "object",
             "required": ["cluster-id", "job-id", "request-id", "kind", "status", "target-directory",
-                         "format-type", "location", "failure-cause", "created-at", "completed-at"],
+                         "format-type", "location", "failure-cause", "created-at", "completed-at",
+                         "trigger", "disposed-at"],
             "properties": {
                 "cluster-id": schema_ref("ClusterId"),
-                "job-id": schema_ref("HexId"),
+                "job-id": {"type": "string", "nullable": true, "description": "null for a disposal asked through POST /savepoint-disposal"},
                 "request-id": schema_ref("HexId"),
-                "kind": {"type": "string", "enum": ["SAVEPOINT", "CANCEL_WITH_SAVEPOINT", "STOP_WITH_SAVEPOINT", "TERMINATE_WITH_SAVEPOINT"]},
+                "kind": {"type": "string", "enum": OPERATION_KINDS},
+                "trigger": {"type": "string", "enum": ["api", "schedule", "retention"]},
+                "disposed-at": nullable_time,
+                "checkpoint-type": {"type": "string", "enum": ["CONFIGURED", "FULL"], "description": "checkpoints only"},
+                "checkpoint-id": {"type": "integer", "nullable": true, "description": "checkpoints only"},
+                "savepoint-path": {"type": "string", "description": "disposals only"},
+                "due-at": {"type": "string", "format": "date-time", "description": "scheduled operations only"},
                 "status": {"type": "string", "enum": ["IN_PROGRESS", "COMPLETED"]},
                 "target-directory": {"type": "string", "nullable": true},
                 "format-type": {"type": "string", "enum": ["CANONICAL", "NATIVE"]},
@@ -820,7 +1043,91 @@ fn schemas() -> Value {
     if let (Some(all), Value::Object(ha)) = (all.as_object_mut(), ha_schemas(&time)) {
         all.extend(ha);
     }
+    if let (Some(all), Value::Object(more)) = (
+        all.as_object_mut(),
+        lifecycle_schemas(&nullable_time, &failure_cause),
+    ) {
+        all.extend(more);
+    }
     all
+}
+
+/// The schemas of checkpoints, disposals, schedules and retention (issue 16).
+fn lifecycle_schemas(nullable_time: &Value, failure_cause: &Value) -> Value {
+    json!({
+        "CheckpointTriggerRequestBody": {
+            "type": "object",
+            "properties": {
+                "checkpointType": {"type": "string", "enum": ["CONFIGURED", "FULL"], "nullable": true},
+                "triggerId": {"type": "string", "pattern": "^[0-9a-fA-F]{32}$", "nullable": true}
+            }
+        },
+        "CheckpointStatus": {
+            "type": "object",
+            "required": ["status", "operation"],
+            "properties": {
+                "status": {
+                    "type": "object",
+                    "required": ["id"],
+                    "properties": {"id": {"type": "string", "enum": ["IN_PROGRESS", "COMPLETED"]}}
+                },
+                "operation": {
+                    "type": "object",
+                    "nullable": true,
+                    "properties": {"checkpointId": {"type": "integer", "format": "int64"}, "failureCause": failure_cause}
+                }
+            }
+        },
+        "SavepointDisposalRequest": {
+            "type": "object",
+            "required": ["savepoint-path"],
+            "properties": {"savepoint-path": {"type": "string", "minLength": 1}}
+        },
+        "ScheduleUpdate": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["interval"],
+            "properties": {
+                "interval": {"type": "string", "nullable": true, "description": "a duration of at least 1s (\"30s\", \"6h\"); null on a job: no schedule for that job"},
+                "kind": {"type": "string", "enum": ["SAVEPOINT", "CHECKPOINT"]},
+                "target-directory": {"type": "string", "minLength": 1, "nullable": true},
+                "format-type": {"type": "string", "enum": ["CANONICAL", "NATIVE"]}
+            }
+        },
+        "Schedule": {
+            "type": "object",
+            "required": ["cluster-id", "job-id", "interval", "kind", "target-directory", "format-type", "next-due-at", "last-triggered-at"],
+            "properties": {
+                "cluster-id": schema_ref("ClusterId"),
+                "job-id": {"type": "string", "nullable": true},
+                "interval": {"type": "string", "nullable": true},
+                "kind": {"type": "string", "enum": ["SAVEPOINT", "CHECKPOINT"]},
+                "target-directory": {"type": "string", "nullable": true},
+                "format-type": {"type": "string", "enum": ["CANONICAL", "NATIVE"]},
+                "next-due-at": nullable_time,
+                "last-triggered-at": nullable_time
+            }
+        },
+        "RetentionUpdate": {
+            "type": "object",
+            "additionalProperties": false,
+            "description": "at least one of max-count and max-age",
+            "properties": {
+                "max-count": {"type": "integer", "minimum": 1, "maximum": 2147483647, "nullable": true},
+                "max-age": {"type": "string", "nullable": true, "description": "a duration of at least 1s (\"7d\")"}
+            }
+        },
+        "Retention": {
+            "type": "object",
+            "required": ["cluster-id", "job-id", "max-count", "max-age"],
+            "properties": {
+                "cluster-id": schema_ref("ClusterId"),
+                "job-id": {"type": "string", "nullable": true},
+                "max-count": {"type": "integer", "nullable": true},
+                "max-age": {"type": "string", "nullable": true}
+            }
+        }
+    })
 }
 
 /// The schemas of the HA-services routes (issue 15).
