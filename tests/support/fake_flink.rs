@@ -9,6 +9,13 @@
 //!   the target directory like Flink does) or with the configured `failure-cause`;
 //!   `404` with Flink's message for an operation it does not know (or was told to forget).
 //!
+//! - `POST /jobs/:jobid/checkpoints` and `GET /jobs/:jobid/checkpoints/:triggerid` alike,
+//!   completing with `{"checkpointId": n}` (or `{"failureCause"}`, as Flink 2.3 spells it
+//!   there); `POST /savepoint-disposal` -> `200 {"request-id"}` (a trigger id of its own) and
+//!   `GET /savepoint-disposal/:triggerid` -> `COMPLETED {}` once the path is disposed of, a
+//!   failure-cause with `java.io.FileNotFoundException` for a path disposed of before, or an
+//!   injected failure; `GET /jobs/overview` lists the jobs it was given.
+//!
 //! It records every request (method, path, body) and can be switched to answer `500`, to
 //! delay its trigger answers, to forget operations (a JobManager failover), and to stop
 //! listening (connections refused) and come back on the same port.
@@ -47,10 +54,19 @@ enum Ending {
     Failure(Value),
 }
 
-/// One savepoint operation the fake JobManager knows.
+/// One savepoint (or checkpoint) operation the fake JobManager knows.
 #[derive(Debug, Clone)]
 struct FakeOp {
     target_directory: Option<String>,
+    polls: u32,
+    result: Option<Value>,
+    checkpoint: bool,
+}
+
+/// One disposal the fake JobManager knows.
+#[derive(Debug, Clone)]
+struct FakeDisposal {
+    path: String,
     polls: u32,
     result: Option<Value>,
 }
@@ -73,6 +89,16 @@ struct FakeState {
     trigger_delay: Duration,
     /// Answer every request like this instead of like Flink (after recording it).
     hostile: Option<Hostile>,
+    /// What `GET /jobs/overview` lists: (job id, name, state).
+    jobs: Vec<(String, String, String)>,
+    /// Checkpoints started, and the last checkpoint id handed out.
+    checkpoints_started: usize,
+    checkpoint_id: i64,
+    /// Disposals by their trigger id, the paths disposed of, and how many of the next
+    /// disposals fail.
+    disposals: HashMap<String, FakeDisposal>,
+    disposed: Vec<String>,
+    failing_disposals: u32,
 }
 
 /// Answers of something that is not Flink, or a Flink behind something hostile.
@@ -136,6 +162,12 @@ impl FakeFlink {
             http_500: false,
             trigger_delay: Duration::ZERO,
             hostile: None,
+            jobs: Vec::new(),
+            checkpoints_started: 0,
+            checkpoint_id: 0,
+            disposals: HashMap::new(),
+            disposed: Vec::new(),
+            failing_disposals: 0,
         }));
         let listener = bind(SocketAddr::new(ip, 0));
         let addr = listener.local_addr().expect("the fake's address");
@@ -260,6 +292,38 @@ impl FakeFlink {
         lock(&self.shared).started
     }
 
+    /// `GET /jobs/overview` lists these jobs (id, name, state) from now on.
+    pub fn set_jobs(&self, jobs: &[(&str, &str, &str)]) {
+        lock(&self.shared).jobs = jobs
+            .iter()
+            .map(|(id, name, state)| (id.to_string(), name.to_string(), state.to_string()))
+            .collect();
+    }
+
+    /// How many checkpoints were started (a repeated trigger id starts none).
+    pub fn checkpoints_started(&self) -> usize {
+        lock(&self.shared).checkpoints_started
+    }
+
+    /// The next `n` disposals to complete fail (with an IOException, not a missing path).
+    pub fn fail_disposals(&self, n: u32) {
+        lock(&self.shared).failing_disposals = n;
+    }
+
+    /// The savepoint paths disposed of, in order.
+    pub fn disposed(&self) -> Vec<String> {
+        lock(&self.shared).disposed.clone()
+    }
+
+    /// The savepoint operations started per job (trigger requests to `/savepoints`).
+    pub fn savepoint_triggers_of(&self, job: &str) -> Vec<Seen> {
+        let path = format!("/jobs/{job}/savepoints");
+        self.seen()
+            .into_iter()
+            .filter(|s| s.method == "POST" && s.path == path)
+            .collect()
+    }
+
     /// The result the fake answered for an operation once it completed
     /// (`{"location"}` or `{"failure-cause"}`).
     pub fn result_of(&self, job: &str, trigger: &str) -> Option<Value> {
@@ -323,6 +387,11 @@ fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Running {
         .route("/jobs/{jobid}/savepoints", post(trigger_savepoint))
         .route("/jobs/{jobid}/stop", post(trigger_stop))
         .route("/jobs/{jobid}/savepoints/{triggerid}", get(status))
+        .route("/jobs/{jobid}/checkpoints", post(trigger_checkpoint))
+        .route("/jobs/{jobid}/checkpoints/{triggerid}", get(checkpoint_status))
+        .route("/savepoint-disposal", post(trigger_disposal))
+        .route("/savepoint-disposal/{triggerid}", get(disposal_status))
+        .route("/jobs/overview", get(jobs_overview))
         .fallback(unknown)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
         .with_state(shared);
@@ -464,6 +533,7 @@ async fn trigger(shared: Shared, job: String, body: Bytes, stop: bool) -> Respon
                     target_directory,
                     polls: 0,
                     result: None,
+                    checkpoint: false,
                 },
             );
         }
@@ -522,6 +592,158 @@ async fn status(
         });
     }
     let body = match &op.result {
+        None => json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
+        Some(result) => json!({"status": {"id": "COMPLETED"}, "operation": result}),
+    };
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+async fn jobs_overview(State(shared): State<Shared>) -> Response {
+    let jobs: Vec<Value> = lock(&shared)
+        .jobs
+        .iter()
+        .map(|(id, name, state)| json!({"jid": id, "name": name, "state": state}))
+        .collect();
+    axum::Json(json!({ "jobs": jobs })).into_response()
+}
+
+async fn trigger_checkpoint(
+    State(shared): State<Shared>,
+    Path(job): Path<String>,
+    body: Bytes,
+) -> Response {
+    let malformed = || {
+        flink_error(
+            StatusCode::BAD_REQUEST,
+            "Request did not match expected format CheckpointTriggerRequestBody.",
+        )
+    };
+    let fields = match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(m)) => m,
+        _ if body.is_empty() => serde_json::Map::new(),
+        _ => return malformed(),
+    };
+    let trigger = match fields.get("triggerId") {
+        None | Some(Value::Null) => random_hex(),
+        Some(Value::String(t)) if is_hex32(t) => t.to_lowercase(),
+        Some(_) => return malformed(),
+    };
+    let mut s = lock(&shared);
+    let key = (job.to_lowercase(), trigger.clone());
+    if !s.ops.contains_key(&key) {
+        s.checkpoints_started += 1;
+        s.ops.insert(
+            key,
+            FakeOp {
+                target_directory: None,
+                polls: 0,
+                result: None,
+                checkpoint: true,
+            },
+        );
+    }
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(json!({ "request-id": trigger })),
+    )
+        .into_response()
+}
+
+async fn checkpoint_status(
+    State(shared): State<Shared>,
+    Path((job, trigger)): Path<(String, String)>,
+) -> Response {
+    let (job, trigger) = (job.to_lowercase(), trigger.to_lowercase());
+    let mut s = lock(&shared);
+    let (limit, ending) = (s.in_progress_polls, s.ending.clone());
+    let mut next_id = s.checkpoint_id + 1;
+    let Some(op) = s.ops.get_mut(&(job.clone(), trigger.clone())).filter(|o| o.checkpoint) else {
+        return flink_error(
+            StatusCode::NOT_FOUND,
+            &format!("There is no checkpoint operation with triggerId={trigger} for job {job}."),
+        );
+    };
+    op.polls = op.polls.saturating_add(1);
+    let mut handed_out = false;
+    if op.result.is_none() && op.polls > limit {
+        op.result = Some(match ending {
+            Ending::Location => {
+                handed_out = true;
+                json!({ "checkpointId": next_id })
+            }
+            Ending::Failure(cause) => json!({ "failureCause": cause }),
+        });
+    }
+    let body = match &op.result {
+        None => json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
+        Some(result) => json!({"status": {"id": "COMPLETED"}, "operation": result}),
+    };
+    if handed_out {
+        s.checkpoint_id = next_id;
+        next_id += 1;
+    }
+    let _ = next_id;
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+async fn trigger_disposal(State(shared): State<Shared>, body: Bytes) -> Response {
+    let path = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("savepoint-path")?.as_str().map(str::to_owned));
+    let Some(path) = path else {
+        return flink_error(
+            StatusCode::BAD_REQUEST,
+            "Field savepoint-path must not be omitted or be null.",
+        );
+    };
+    let trigger = random_hex();
+    lock(&shared).disposals.insert(
+        trigger.clone(),
+        FakeDisposal {
+            path,
+            polls: 0,
+            result: None,
+        },
+    );
+    (StatusCode::OK, axum::Json(json!({ "request-id": trigger }))).into_response()
+}
+
+async fn disposal_status(
+    State(shared): State<Shared>,
+    Path(trigger): Path<String>,
+) -> Response {
+    let mut s = lock(&shared);
+    let limit = s.in_progress_polls;
+    let failing = s.failing_disposals;
+    let Some(d) = s.disposals.get(&trigger.to_lowercase()).cloned() else {
+        return flink_error(
+            StatusCode::NOT_FOUND,
+            &format!("Operation not found under key: {trigger}"),
+        );
+    };
+    let polls = d.polls.saturating_add(1);
+    let mut result = d.result.clone();
+    if result.is_none() && polls > limit {
+        let could_not = format!("Could not dispose savepoint {}.", d.path);
+        result = Some(if failing > 0 {
+            s.failing_disposals -= 1;
+            json!({"failure-cause": {"class": "java.io.IOException", "stack-trace": format!("java.io.IOException: {could_not}\n\tat org.apache.flink.runtime.checkpoint.Checkpoints.disposeSavepoint(Checkpoints.java:1)")}})
+        } else if s.disposed.contains(&d.path) {
+            json!({"failure-cause": {"class": "java.io.IOException", "stack-trace": format!("java.io.IOException: {could_not}\nCaused by: java.io.FileNotFoundException: Cannot find checkpoint or savepoint file/directory '{}' on file system 'file'.", d.path)}})
+        } else {
+            s.disposed.push(d.path.clone());
+            json!({})
+        });
+    }
+    s.disposals.insert(
+        trigger.to_lowercase(),
+        FakeDisposal {
+            polls,
+            result: result.clone(),
+            ..d
+        },
+    );
+    let body = match result {
         None => json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
         Some(result) => json!({"status": {"id": "COMPLETED"}, "operation": result}),
     };
