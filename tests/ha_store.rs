@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use common::{Backend, TestStore, random_hex};
 use jobstore::ids::{ClusterId, HexId};
 use jobstore::store::{HaKind, Lease, StateHandleKey, Store, StoreError};
-use sqlx::Connection;
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -66,44 +65,12 @@ async fn acquire_when_free(store: &dyn Store, c: &ClusterId, holder: &str) -> Le
 
 /// One number a query answers, straight on the database.
 async fn scalar(ts: &TestStore, sql: &str) -> i64 {
-    match ts.backend {
-        Backend::Postgres => {
-            let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-            sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-                .fetch_one(&mut c)
-                .await
-                .unwrap_or_else(|e| panic!("{e}\n{sql}"))
-        }
-        Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
-            sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-                .fetch_one(&mut c)
-                .await
-                .unwrap_or_else(|e| panic!("{e}\n{sql}"))
-        }
-    }
+    ts.db.scalar(sql).await
 }
 
 /// Runs a statement straight on the database; the error's text when it fails.
 async fn execute(ts: &TestStore, sql: &str) -> Result<u64, String> {
-    match ts.backend {
-        Backend::Postgres => {
-            let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-                .execute(&mut c)
-                .await
-                .map(|d| d.rows_affected())
-                .map_err(|e| e.to_string())
-        }
-        Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-                .execute(&mut c)
-                .await
-                .map(|d| d.rows_affected())
-                .map_err(|e| e.to_string())
-        }
-    }
+    ts.db.execute(sql).await
 }
 
 fn assert_fenced<T: std::fmt::Debug>(what: &str, r: Result<T, StoreError>) {

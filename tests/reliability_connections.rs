@@ -10,104 +10,21 @@
 //! Figures: `cargo test --test reliability_connections -- --nocapture 2>&1 | grep RELIABILITY`.
 
 mod common;
-mod reliability_support;
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::Empty;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use serde_json::json;
 use sqlx::{Connection, Row};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
 
-use reliability_support::{HEAVY, Http, Kind, Serve, hex, raw_request, read_answer};
-
-fn addr(s: &Serve) -> String {
-    format!("127.0.0.1:{}", s.port)
-}
-
-/// An HTTP/2 cleartext connection (prior knowledge: the preface and SETTINGS, no upgrade);
-/// the handle of its driver ends when the server closes the connection.
-async fn h2c(
-    s: &Serve,
-) -> (
-    hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
-    JoinHandle<()>,
-) {
-    let tcp = TcpStream::connect(addr(s)).await.expect("connect");
-    let (send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-            .await
-            .expect("an HTTP/2 handshake");
-    let driver = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    (send, driver)
-}
-
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-/// An empty SETTINGS frame.
-const H2_SETTINGS: &[u8] = &[0, 0, 0, 4, 0, 0, 0, 0, 0];
-
-/// An HTTP/2 cleartext connection written by hand, which never reads what the server sends
-/// (so it answers neither SETTINGS nor PING nor GOAWAY): the preface and SETTINGS, and with
-/// `request`, a GET / on stream 1 whose answer is awaited once.
-async fn raw_h2c(s: &Serve, request: bool) -> TcpStream {
-    let mut c = TcpStream::connect(addr(s)).await.unwrap();
-    c.write_all(H2_PREFACE).await.unwrap();
-    c.write_all(H2_SETTINGS).await.unwrap();
-    if request {
-        // HEADERS, END_STREAM | END_HEADERS, stream 1: :method GET, :scheme http, :path /
-        // (HPACK static table entries 2, 6, 4).
-        c.write_all(&[0, 0, 3, 1, 5, 0, 0, 0, 1, 0x82, 0x86, 0x84])
-            .await
-            .unwrap();
-        // Frames until the answer's HEADERS (type 1) on stream 1.
-        let mut got = Vec::new();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        'frames: loop {
-            let mut at = 0;
-            while got.len() >= at + 9 {
-                let len = u32::from_be_bytes([0, got[at], got[at + 1], got[at + 2]]) as usize;
-                if got[at + 3] == 1 {
-                    break 'frames;
-                }
-                at += 9 + len;
-            }
-            let mut buf = [0u8; 4096];
-            let n = tokio::time::timeout_at(deadline, c.read(&mut buf))
-                .await
-                .expect("an HTTP/2 answer in time")
-                .unwrap();
-            assert!(n > 0, "closed before the answer");
-            got.extend_from_slice(&buf[..n]);
-        }
-    }
-    c
-}
-
-/// GET `path` on an HTTP/2 connection: the status.
-async fn h2_get(
-    send: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
-    s: &Serve,
-    path: &str,
-) -> u16 {
-    let request = hyper::Request::get(format!("{}{path}", s.base))
-        .body(Empty::new())
-        .unwrap();
-    let answer = tokio::time::timeout(Duration::from_secs(10), send.send_request(request))
-        .await
-        .expect("an HTTP/2 answer in time")
-        .expect("an HTTP/2 answer");
-    answer.status().as_u16()
-}
+use common::raw::{
+    HEALTHZ_CLOSE, closed_by_server, h2_get, h2c, raw_h2c, raw_request, read_answer,
+};
+use common::{Backend, Client, HEAVY, Kind, Serve, TestDb, random_hex};
 
 /// A keep-alive HTTP/1.1 connection that was answered once (so the server accepted it).
 async fn answered_http1(s: &Serve) -> TcpStream {
-    let mut c = TcpStream::connect(addr(s)).await.unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
@@ -116,36 +33,17 @@ async fn answered_http1(s: &Serve) -> TcpStream {
     c
 }
 
-/// Whether the server closed `c` (end of file or reset) before `limit` passed.
-async fn closed_by_server(c: &mut TcpStream, limit: Duration) -> bool {
-    let mut buf = [0u8; 1024];
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        match tokio::time::timeout_at(deadline, c.read(&mut buf)).await {
-            Err(_) => return false,
-            Ok(Ok(0)) | Ok(Err(_)) => return true,
-            Ok(Ok(_)) => continue,
-        }
-    }
-}
-
 /// Polls a new client's GET /healthz (a new connection each time) until one is answered
 /// 200; how long after `since` that was. Fails after `limit`.
 async fn first_served(s: &Serve, since: Instant, limit: Duration) -> Duration {
     loop {
-        if let Ok((200, _)) = raw_request(
-            &addr(s),
-            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            Duration::from_secs(2),
-        )
-        .await
-        {
+        if let Ok((200, _)) = raw_request(&s.addr(), HEALTHZ_CLOSE, Duration::from_secs(2)).await {
             return since.elapsed();
         }
         assert!(
             since.elapsed() < limit,
             "no new client served {limit:?} after every slot was taken; log:\n{}",
-            s.log()
+            s.logs()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -153,12 +51,7 @@ async fn first_served(s: &Serve, since: Instant, limit: Duration) -> Duration {
 
 /// A connection past the limit is closed without an answer (so the slots are all held).
 async fn assert_refused(s: &Serve, context: &str) {
-    let refused = raw_request(
-        &addr(s),
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        Duration::from_secs(5),
-    )
-    .await;
+    let refused = raw_request(&s.addr(), HEALTHZ_CLOSE, Duration::from_secs(5)).await;
     assert!(
         refused.is_err(),
         "{context}: a connection past the limit was served: {refused:?}"
@@ -170,10 +63,9 @@ const SLOTS: usize = 12;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silent_tcp_connections_give_their_slots_back_after_the_header_timeout() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let s = Serve::start(
-        dir.path(),
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let s = Serve::start_named(
         "serve",
         &url,
         &["--max-connections", "12", "--header-read-timeout", "2s"],
@@ -182,7 +74,7 @@ async fn silent_tcp_connections_give_their_slots_back_after_the_header_timeout()
     let since = Instant::now();
     let mut silent = Vec::new();
     for _ in 0..SLOTS {
-        silent.push(TcpStream::connect(addr(&s)).await.unwrap());
+        silent.push(TcpStream::connect(s.addr()).await.unwrap());
     }
     // The kernel hands connections over in order: this one comes after the twelve.
     assert_refused(&s, "silent connections").await;
@@ -213,10 +105,9 @@ async fn silent_tcp_connections_give_their_slots_back_after_the_header_timeout()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn silent_h2c_connections_give_their_slots_back_after_the_header_timeout() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let s = Serve::start(
-        dir.path(),
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let s = Serve::start_named(
         "serve",
         &url,
         &["--max-connections", "12", "--header-read-timeout", "2s"],
@@ -256,10 +147,9 @@ async fn silent_h2c_connections_give_their_slots_back_after_the_header_timeout()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let s = Serve::start(
-        dir.path(),
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let s = Serve::start_named(
         "serve",
         &url,
         &[
@@ -327,9 +217,8 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
 /// POSTs a job result on a raw connection, sending all but the last `held` bytes of its
 /// body: the request is in flight until the rest is sent.
 async fn half_sent_post(s: &Serve, id: &str, held: usize) -> (TcpStream, Vec<u8>) {
-    let body =
-        serde_json::to_vec(&json!({"result": Kind::Job.result(id, 1), "version": 1})).unwrap();
-    let mut c = TcpStream::connect(addr(s)).await.unwrap();
+    let body = serde_json::to_vec(&Kind::Job.load_body(id, 1)).unwrap();
+    let mut c = TcpStream::connect(s.addr()).await.unwrap();
     let head = format!(
         "POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -344,9 +233,9 @@ async fn half_sent_post(s: &Serve, id: &str, held: usize) -> (TcpStream, Vec<u8>
 async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_flight_and_exits_0()
 {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let mut s = Serve::start(dir.path(), "serve", &url, &["--shutdown-timeout", "20s"]).await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let mut s = Serve::start_named("serve", &url, &["--shutdown-timeout", "20s"]).await;
     let mut http1 = answered_http1(&s).await;
     let (mut send, driver) = h2c(&s).await;
     assert_eq!(h2_get(&mut send, &s, "/healthz").await, 200);
@@ -354,7 +243,7 @@ async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_f
     // Two that do not take part in the close: one that never sent a request, one that did.
     let mut deaf = raw_h2c(&s, false).await;
     let mut deaf_after_request = raw_h2c(&s, true).await;
-    let id = hex();
+    let id = random_hex();
     let (mut in_flight, rest) = half_sent_post(&s, &id, 10).await;
     // The server has the head (and so has called the router) before the signal.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -368,7 +257,7 @@ async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_f
     assert_eq!(status, 201, "{answer}");
     let exit = s.wait_exit(Duration::from_secs(30)).await;
     let stopped = start.elapsed();
-    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.logs());
     assert!(closed_by_server(&mut http1, Duration::from_secs(1)).await);
     assert!(
         tokio::time::timeout(Duration::from_secs(1), driver)
@@ -407,23 +296,22 @@ async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_f
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_with_a_request_that_never_finishes_exits_0_after_the_shutdown_timeout() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let mut s = Serve::start(
-        dir.path(),
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let mut s = Serve::start_named(
         "serve",
         &url,
         &["--shutdown-timeout", "2s", "--request-timeout", "120s"],
     )
     .await;
     let (_send, _driver) = h2c(&s).await;
-    let (mut stuck, _rest) = half_sent_post(&s, &hex(), 10).await;
+    let (mut stuck, _rest) = half_sent_post(&s, &random_hex(), 10).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
     s.sigterm();
     let exit = s.wait_exit(Duration::from_secs(30)).await;
     let stopped = start.elapsed();
-    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.logs());
     assert!(closed_by_server(&mut stuck, Duration::from_secs(1)).await);
     eprintln!(
         "RELIABILITY sigterm_with_a_request_that_never_finishes_exits_0_after_the_shutdown_timeout: \
@@ -443,10 +331,10 @@ async fn sigterm_with_a_request_that_never_finishes_exits_0_after_the_shutdown_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn after_a_clean_stop_the_sqlite_file_alone_holds_every_entry() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let mut s = Serve::start(dir.path(), "serve", &url, &[]).await;
-    let http = Http::new(Duration::from_secs(10));
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let mut s = Serve::start_named("serve", &url, &[]).await;
+    let http = Client::http_with_timeout("", Duration::from_secs(10));
     let mut ids = Vec::new();
     for (i, kind) in [Kind::Job, Kind::Application]
         .into_iter()
@@ -454,30 +342,30 @@ async fn after_a_clean_stop_the_sqlite_file_alone_holds_every_entry() {
         .take(40)
         .enumerate()
     {
-        let id = hex();
+        let id = random_hex();
         let r = http
-            .post(
-                &kind.base(&s.base, "c"),
-                Some(&json!({"result": kind.result(&id, i as u64), "version": 1})),
+            .try_post(
+                &kind.url(&s.base, "c"),
+                Some(&kind.load_body(&id, i as u64)),
             )
             .await
             .unwrap();
-        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.status.as_u16(), 201, "{}", r.text());
         ids.push((kind, id));
     }
     s.sigterm();
     let exit = s.wait_exit(Duration::from_secs(30)).await;
-    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
-    let file = std::fs::metadata(dir.path().join("jobstore.db"))
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.logs());
+    let file = std::fs::metadata(db.sqlite_dir().unwrap().join("jobstore.db"))
         .unwrap()
         .len();
-    let wal = std::fs::metadata(dir.path().join("jobstore.db-wal"))
+    let wal = std::fs::metadata(db.sqlite_dir().unwrap().join("jobstore.db-wal"))
         .map(|m| m.len())
         .unwrap_or(0);
     // Only the database file, as a user who copies "the database" would.
     let copy = tempfile::tempdir().unwrap();
     std::fs::copy(
-        dir.path().join("jobstore.db"),
+        db.sqlite_dir().unwrap().join("jobstore.db"),
         copy.path().join("jobstore.db"),
     )
     .unwrap();
@@ -504,12 +392,11 @@ async fn after_a_clean_stop_the_sqlite_file_alone_holds_every_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_on_postgres_with_idle_connections_finishes_the_request_in_flight_and_exits_0() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
     let db = common::PgDatabase::create().await;
-    let mut s = Serve::start(dir.path(), "serve", &db.url, &["--shutdown-timeout", "20s"]).await;
+    let mut s = Serve::start_named("serve", &db.url, &["--shutdown-timeout", "20s"]).await;
     let mut http1 = answered_http1(&s).await;
     let mut deaf_after_request = raw_h2c(&s, true).await;
-    let id = hex();
+    let id = random_hex();
     let (mut in_flight, rest) = half_sent_post(&s, &id, 10).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
@@ -522,7 +409,7 @@ async fn sigterm_on_postgres_with_idle_connections_finishes_the_request_in_fligh
     assert_eq!(status, 201, "{answer}");
     let exit = s.wait_exit(Duration::from_secs(30)).await;
     let stopped = start.elapsed();
-    assert!(exit.success(), "exit status {exit}; log:\n{}", s.log());
+    assert!(exit.success(), "exit status {exit}; log:\n{}", s.logs());
     assert!(closed_by_server(&mut http1, Duration::from_secs(1)).await);
     assert!(closed_by_server(&mut deaf_after_request, Duration::from_secs(1)).await);
     let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
@@ -552,9 +439,9 @@ async fn sigterm_on_postgres_with_idle_connections_finishes_the_request_in_fligh
 /// the same connections are unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn answers_hyper_writes_before_the_router_carry_the_error_body() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let s = Serve::start(dir.path(), "serve", &url, &[]).await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let s = Serve::start_named("serve", &url, &[]).await;
     let huge = format!(
         "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
         "a".repeat(600 * 1024)
@@ -582,7 +469,7 @@ async fn answers_hyper_writes_before_the_router_carry_the_error_body() {
     ];
     for (what, request, status, words) in cases {
         for after_a_served_request in [false, true] {
-            let mut c = TcpStream::connect(addr(&s)).await.unwrap();
+            let mut c = TcpStream::connect(s.addr()).await.unwrap();
             if after_a_served_request {
                 c.write_all(b"GET /v1/clusters/c/job-results/zz HTTP/1.1\r\nHost: x\r\n\r\n")
                     .await
@@ -613,12 +500,8 @@ async fn answers_hyper_writes_before_the_router_carry_the_error_body() {
         }
     }
     // The service still answers as before.
-    let (got, _) = raw_request(
-        &addr(&s),
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let (got, _) = raw_request(&s.addr(), HEALTHZ_CLOSE, Duration::from_secs(10))
+        .await
+        .unwrap();
     assert_eq!(got, 200);
 }

@@ -8,7 +8,6 @@
 //! Figures: `cargo test --test reliability_input -- --nocapture 2>&1 | grep RELIABILITY`.
 
 mod common;
-mod reliability_support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,41 +15,37 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::PgDatabase;
-use reliability_support::{
-    HEAVY, Http, Kind, Reply, Serve, assert_error_body, hex, raw_reply, raw_request,
+use axum::http::Method;
+use common::raw::raw_request;
+use common::{
+    Backend, Client, HEAVY, Kind, Resp, Serve, TestDb, assert_error_body, random_hex, raw_reply,
 };
 
-/// A serve process on each backend (the guard keeps the PostgreSQL database alive).
+/// A serve process on each backend (the guards keep the databases alive).
 struct Backends {
     servers: Vec<(&'static str, Serve)>,
-    _db: PgDatabase,
-    _dir: tempfile::TempDir,
+    _dbs: Vec<TestDb>,
 }
 
 async fn backends(extra: &[&str]) -> Backends {
-    let dir = tempfile::tempdir().unwrap();
-    let db = PgDatabase::create().await;
-    let sqlite = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let a = Serve::start(dir.path(), "sqlite", &sqlite, extra).await;
-    let b = Serve::start(dir.path(), "postgres", &db.url, extra).await;
-    Backends {
-        servers: vec![("sqlite", a), ("postgres", b)],
-        _db: db,
-        _dir: dir,
+    let (mut servers, mut dbs) = (Vec::new(), Vec::new());
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let db = TestDb::new(backend).await;
+        servers.push((
+            backend.name(),
+            Serve::start_named(backend.name(), &db.url, extra).await,
+        ));
+        dbs.push(db);
     }
-}
-
-fn addr(s: &Serve) -> String {
-    format!("127.0.0.1:{}", s.port)
+    Backends { servers, _dbs: dbs }
 }
 
 /// A raw request with these exact bytes of path (no client-side normalisation).
-async fn raw_get(s: &Serve, method: &str, path: &[u8]) -> (u16, Reply) {
+async fn raw_get(s: &Serve, method: &str, path: &[u8]) -> (u16, Resp) {
     let mut request = format!("{method} ").into_bytes();
     request.extend_from_slice(path);
     request.extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    let (status, answer) = raw_request(&addr(s), &request, Duration::from_secs(10))
+    let (status, answer) = raw_request(&s.addr(), &request, Duration::from_secs(10))
         .await
         .unwrap_or_else(|e| panic!("{method} {}: {e}", String::from_utf8_lossy(path)));
     (status, raw_reply(status, &answer))
@@ -66,16 +61,16 @@ struct Tally {
 
 impl Tally {
     #[track_caller]
-    fn check(&mut self, context: &str, r: &Reply, expected: &[u16]) {
+    fn check(&mut self, context: &str, r: &Resp, expected: &[u16]) {
         self.requests += 1;
-        *self.statuses.entry(r.status).or_default() += 1;
+        *self.statuses.entry(r.status.as_u16()).or_default() += 1;
         assert!(
-            expected.contains(&r.status),
+            expected.contains(&r.status.as_u16()),
             "{context}: answered {} (expected {expected:?}): {}",
-            r.status,
-            r.body
+            r.status.as_u16(),
+            r.text()
         );
-        if r.status >= 400 {
+        if r.status.as_u16() >= 400 {
             assert_error_body(context, r);
             self.error_bodies_checked += 1;
         }
@@ -94,20 +89,20 @@ impl Tally {
 async fn long_strange_and_traversing_paths_are_rejected() {
     let _heavy = HEAVY.lock().await;
     let b = backends(&[]).await;
-    let http = Http::default();
+    let http = Client::http("");
     let mut tally = Tally::default();
     for (name, s) in &b.servers {
         // An entry a traversal would try to reach.
-        let victim = hex();
+        let victim = random_hex();
         let r = http
-            .post(
-                &Kind::Job.base(&s.base, "victim"),
-                Some(&json!({"result": Kind::Job.result(&victim, 1), "version": 1})),
+            .try_post(
+                &Kind::Job.url(&s.base, "victim"),
+                Some(&Kind::Job.load_body(&victim, 1)),
             )
             .await
             .unwrap();
         tally.check("create", &r, &[201]);
-        let id = hex();
+        let id = random_hex();
         let c128 = "c".repeat(128);
         let cases: Vec<(String, &[u16])> = vec![
             // Longest cluster id: fine; one more, or far more: 400.
@@ -213,7 +208,7 @@ async fn long_strange_and_traversing_paths_are_rejected() {
             let (_, r) = raw_get(s, "GET", path.as_bytes()).await;
             let context = format!("{name}: GET {}", &path[..path.len().min(120)]);
             tally.check(&context, &r, expected);
-            if r.status == 400 {
+            if r.status.as_u16() == 400 {
                 // No amplification: our messages quote at most 64 characters of input;
                 // Flink's own messages (the `/jobs/...` routes) quote the value whole.
                 let message = assert_error_body(&context, &r);
@@ -237,18 +232,18 @@ async fn long_strange_and_traversing_paths_are_rejected() {
         assert!(
             (400..500).contains(&status),
             "{name}: raw UTF-8 path: {status} {}",
-            r.body
+            r.text()
         );
-        if r.content_type.starts_with("application/json") {
+        if r.content_type().starts_with("application/json") {
             assert_error_body("raw UTF-8 path", &r);
         }
         // The victim is untouched, and only reachable under its cluster.
         let r = http
-            .get(&format!("{}/{victim}", Kind::Job.base(&s.base, "victim")))
+            .try_get(&format!("{}/{victim}", Kind::Job.url(&s.base, "victim")))
             .await
             .unwrap();
         tally.check("victim", &r, &[200]);
-        assert_eq!(r.json()["result"], Kind::Job.result(&victim, 1));
+        assert_eq!(r.json()["result"], Kind::Job.load_result(&victim, 1));
     }
     eprintln!(
         "RELIABILITY long_strange_and_traversing_paths_are_rejected: backends=2 requests={} \
@@ -269,39 +264,16 @@ fn nested(depth: usize) -> String {
 async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
     let _heavy = HEAVY.lock().await;
     let b = backends(&["--savepoint-dir", "file:///sp"]).await;
-    let http = Http::default();
+    let http = Client::http("");
     let mut tally = Tally::default();
     let mut kept = 0;
     for (name, s) in &b.servers {
         let post_raw = |path: String, body: String| {
             let http = http.clone();
             let url = format!("{}{path}", s.base);
-            async move {
-                let start = Instant::now();
-                let r = http
-                    .client
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
-                    .await
-                    .unwrap_or_else(|e| panic!("POST {url}: {e}"));
-                let status = r.status().as_u16();
-                let content_type = r
-                    .headers()
-                    .get("content-type")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned();
-                Reply {
-                    status,
-                    content_type,
-                    body: r.text().await.unwrap(),
-                    elapsed: start.elapsed(),
-                }
-            }
+            async move { http.post_raw(&url, &body).await }
         };
-        let job = hex();
+        let job = random_hex();
         let deep = nested(200_000);
         // Deeply nested JSON: past serde's recursion limit, on every route with a body.
         for (path, body) in [
@@ -319,7 +291,10 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
             ),
             (format!("/v1/clusters/c/jobs/{job}/stop"), deep.clone()),
             (
-                format!("/v1/clusters/c/jobs/{job}/savepoints/{}/complete", hex()),
+                format!(
+                    "/v1/clusters/c/jobs/{job}/savepoints/{}/complete",
+                    random_hex()
+                ),
                 format!("{{\"failure-cause\": {deep}}}"),
             ),
             (
@@ -328,20 +303,9 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
             ),
         ] {
             let r = if path == "/v1/clusters/c" {
-                let r = http
-                    .client
-                    .put(format!("{}{path}", s.base))
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
+                let url = format!("{}{path}", s.base);
+                http.request(Method::PUT, &url, Some("application/json"), body)
                     .await
-                    .unwrap();
-                Reply {
-                    status: r.status().as_u16(),
-                    content_type: r.headers()["content-type"].to_str().unwrap().to_owned(),
-                    body: r.text().await.unwrap(),
-                    elapsed: Duration::ZERO,
-                }
             } else {
                 post_raw(path.clone(), body).await
             };
@@ -349,8 +313,8 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
         }
         // Nesting within the limit in an unknown field is kept exactly.
         for kind in [Kind::Job, Kind::Application] {
-            let id = hex();
-            let mut result = kind.result(&id, 7);
+            let id = random_hex();
+            let mut result = kind.load_result(&id, 7);
             let inner: Value = serde_json::from_str(&nested(100)).unwrap();
             result["deeply-nested"] = inner;
             result["unicode"] = json!("é ☃ 𝄞 \u{7f} \u{1} \" \\ \t");
@@ -360,12 +324,12 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
             result["tiny"] = json!(5e-324);
             let body = json!({"result": result, "version": 1});
             let r = http
-                .post(&kind.base(&s.base, "awkward"), Some(&body))
+                .try_post(&kind.url(&s.base, "awkward"), Some(&body))
                 .await
                 .unwrap();
             tally.check(&format!("{name}: awkward {kind:?}"), &r, &[201]);
             let r = http
-                .get(&format!("{}/{id}", kind.base(&s.base, "awkward")))
+                .try_get(&format!("{}/{id}", kind.url(&s.base, "awkward")))
                 .await
                 .unwrap();
             tally.check(&format!("{name}: read awkward {kind:?}"), &r, &[200]);
@@ -373,7 +337,7 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
             assert!(
                 common::same_json(&r.json()["result"], &result),
                 "{name}: {kind:?} not kept as sent: {}",
-                r.body
+                r.text()
             );
             kept += 1;
         }
@@ -389,39 +353,39 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
         ];
         for (i, value) in awkward_values.iter().enumerate() {
             for kind in [Kind::Job, Kind::Application] {
-                let id = hex();
-                let mut result = kind.result(&id, i as u64);
+                let id = random_hex();
+                let mut result = kind.load_result(&id, i as u64);
                 result["awkward"] = value.clone();
-                let base = kind.base(&s.base, "edge");
+                let base = kind.url(&s.base, "edge");
                 let r = http
-                    .post(&base, Some(&json!({"result": result, "version": 1})))
+                    .try_post(&base, Some(&json!({"result": result, "version": 1})))
                     .await
                     .unwrap();
                 let context = format!("{name}: {kind:?} with {value}");
                 tally.check(&context, &r, &[201, 400]);
-                let read = http.get(&format!("{base}/{id}")).await.unwrap();
-                if r.status == 201 {
+                let read = http.try_get(&format!("{base}/{id}")).await.unwrap();
+                if r.status.as_u16() == 201 {
                     tally.check(&context, &read, &[200]);
                     assert!(
                         common::same_json(&read.json()["result"], &result),
                         "{context}: not kept as sent: {}",
-                        read.body
+                        read.text()
                     );
                     kept += 1;
                 } else {
                     tally.check(&context, &read, &[404]);
                 }
                 // The cluster's listing still answers (no row poisons it).
-                let list = http.get(&base).await.unwrap();
+                let list = http.try_get(&base).await.unwrap();
                 tally.check(&context, &list, &[200]);
             }
         }
         // The same in savepoint operations and cluster settings.
         let sp = format!("{}/v1/clusters/edge", s.base);
         for (i, dir) in ["file:///sp/\u{0}", "file:///sp/ok"].iter().enumerate() {
-            let trigger = hex();
+            let trigger = random_hex();
             let r = http
-                .post(
+                .try_post(
                     &format!("{sp}/jobs/{job}/savepoints"),
                     Some(&json!({"target-directory": dir, "triggerId": trigger})),
                 )
@@ -429,7 +393,7 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
                 .unwrap();
             tally.check(&format!("{name}: trigger {i}"), &r, &[202, 400]);
             let r = http
-                .post(
+                .try_post(
                     &format!("{sp}/jobs/{job}/savepoints/{trigger}/complete"),
                     Some(
                         &json!({"failure-cause": {"class": "x\u{0}", "n": 1.7976931348623157e308}}),
@@ -439,36 +403,31 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
                 .unwrap();
             tally.check(&format!("{name}: complete {i}"), &r, &[200, 400, 404]);
             let r = http
-                .get(&format!("{sp}/jobs/{job}/savepoints/{trigger}"))
+                .try_get(&format!("{sp}/jobs/{job}/savepoints/{trigger}"))
                 .await
                 .unwrap();
             tally.check(&format!("{name}: status {i}"), &r, &[200, 404]);
         }
         let r = http
-            .get(&format!("{sp}/savepoint-operations"))
+            .try_get(&format!("{sp}/savepoint-operations"))
             .await
             .unwrap();
         tally.check(&format!("{name}: operations"), &r, &[200]);
-        let r = http
-            .client
-            .put(&sp)
-            .json(&json!({"flink-rest-url": null, "savepoint-directory": "s3://b/\u{0}"}))
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        let reply = Reply {
-            status,
-            content_type: r.headers()["content-type"].to_str().unwrap().to_owned(),
-            body: r.text().await.unwrap(),
-            elapsed: Duration::ZERO,
-        };
+        let reply = http
+            .put_json(
+                &sp,
+                &json!({"flink-rest-url": null, "savepoint-directory": "s3://b/\u{0}"}),
+            )
+            .await;
         tally.check(
             &format!("{name}: PUT cluster with NUL"),
             &reply,
             &[200, 400],
         );
-        let r = http.get(&format!("{}/v1/clusters", s.base)).await.unwrap();
+        let r = http
+            .try_get(&format!("{}/v1/clusters", s.base))
+            .await
+            .unwrap();
         tally.check(&format!("{name}: clusters"), &r, &[200]);
         // Not JSON, not UTF-8, a byte-order mark, JSON of the wrong shape.
         for body in [
@@ -508,7 +467,7 @@ async fn stream_body(
     total: usize,
     limit: Duration,
 ) -> (Result<(u16, String), String>, usize) {
-    let mut stream = tokio::net::TcpStream::connect(addr(s)).await.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
     stream.write_all(head.as_bytes()).await.unwrap();
     let chunk = vec![b' '; 256 * 1024];
     let (mut reader, mut writer) = stream.into_split();
@@ -581,7 +540,7 @@ async fn hundred_megabyte_bodies_are_413_and_memory_stays_bounded() {
     for (name, s) in &b.servers {
         let before = s.rss_kib();
         let mut peak = before;
-        let id = hex();
+        let id = random_hex();
         let cases = [
             ("declared Content-Length, create", format!("POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {hundred_mb}\r\n\r\n"), false, &[413u16][..]),
             ("chunked, create", "POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".to_owned(), true, &[413][..]),
@@ -610,11 +569,8 @@ async fn hundred_megabyte_bodies_are_413_and_memory_stays_bounded() {
             ));
         }
         // Still serving.
-        let r = Http::default()
-            .get(&format!("{}/healthz", s.base))
-            .await
-            .unwrap();
-        assert_eq!(r.status, 200);
+        let r = Client::http("").get(&format!("{}/healthz", s.base)).await;
+        assert_eq!(r.status.as_u16(), 200);
         let grown = peak.saturating_sub(before);
         figures.push(format!(
             "{name}: RSS {before} KiB before, peak {peak} KiB (+{grown} KiB)"
@@ -630,12 +586,12 @@ async fn hundred_megabyte_bodies_are_413_and_memory_stays_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_client_trickling_its_body_is_cut_off_by_the_request_timeout() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let s = Serve::start(dir.path(), "serve", &url, &["--request-timeout", "2s"]).await;
-    let id = hex();
-    let body = json!({"result": Kind::Job.result(&id, 1), "version": 1}).to_string();
-    let mut stream = tokio::net::TcpStream::connect(addr(&s)).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let s = Serve::start_named("serve", &url, &["--request-timeout", "2s"]).await;
+    let id = random_hex();
+    let body = Kind::Job.load_body(&id, 1).to_string();
+    let mut stream = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
     let head = format!(
         "POST /v1/clusters/c/job-results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -677,11 +633,10 @@ async fn a_client_trickling_its_body_is_cut_off_by_the_request_timeout() {
         "cut off after {elapsed:?}"
     );
     // Nothing was stored, and the server serves others.
-    let r = Http::default()
-        .get(&format!("{}/{id}", Kind::Job.base(&s.base, "c")))
-        .await
-        .unwrap();
-    assert_eq!(r.status, 404);
+    let r = Client::http("")
+        .get(&format!("{}/{id}", Kind::Job.url(&s.base, "c")))
+        .await;
+    assert_eq!(r.status.as_u16(), 404);
     eprintln!(
         "RELIABILITY a_client_trickling_its_body_is_cut_off_by_the_request_timeout: \
          --request-timeout 2s, body of {} bytes at 10 bytes/s: answered {status} after {:.2}s",
@@ -693,12 +648,12 @@ async fn a_client_trickling_its_body_is_cut_off_by_the_request_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn six_hundred_idle_connections_do_not_stop_a_new_client() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let s = Serve::start(dir.path(), "serve", &url, &[]).await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let s = Serve::start_named("serve", &url, &[]).await;
     let mut idle = Vec::new();
     for i in 0..600 {
-        let mut c = tokio::net::TcpStream::connect(addr(&s))
+        let mut c = tokio::net::TcpStream::connect(s.addr())
             .await
             .unwrap_or_else(|e| panic!("idle connection {i}: {e}"));
         // A third of them sent half a request head and stopped.
@@ -713,26 +668,26 @@ async fn six_hundred_idle_connections_do_not_stop_a_new_client() {
     let fds = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
         .map(|d| d.count())
         .unwrap_or(0);
-    let http = Http::new(Duration::from_secs(5));
+    let http = Client::http_with_timeout("", Duration::from_secs(5));
     let mut slowest = Duration::ZERO;
     for i in 0..20u64 {
-        let id = hex();
+        let id = random_hex();
         let r = http
-            .post(
-                &Kind::Job.base(&s.base, "c"),
-                Some(&json!({"result": Kind::Job.result(&id, i), "version": 1})),
+            .try_post(
+                &Kind::Job.url(&s.base, "c"),
+                Some(&Kind::Job.load_body(&id, i)),
             )
             .await
             .expect("a new client is served beside 600 idle connections");
-        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.status.as_u16(), 201, "{}", r.text());
         slowest = slowest.max(r.elapsed);
-        let r = http.get(&format!("{}/healthz", s.base)).await.unwrap();
-        assert_eq!(r.status, 200);
+        let r = http.try_get(&format!("{}/healthz", s.base)).await.unwrap();
+        assert_eq!(r.status.as_u16(), 200);
         slowest = slowest.max(r.elapsed);
     }
     // A raw request on a new connection too.
     let (status, _) = raw_request(
-        &addr(&s),
+        &s.addr(),
         b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         Duration::from_secs(5),
     )
@@ -751,10 +706,10 @@ async fn six_hundred_idle_connections_do_not_stop_a_new_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_client_trickling_its_request_head_is_disconnected() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let s = Serve::start(dir.path(), "serve", &url, &["--header-read-timeout", "1s"]).await;
-    let mut c = tokio::net::TcpStream::connect(addr(&s)).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let s = Serve::start_named("serve", &url, &["--header-read-timeout", "1s"]).await;
+    let mut c = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
     let start = std::time::Instant::now();
     // One header byte every 200 ms: the head never completes; the server hangs up.
     let mut cut_after = None;
@@ -781,9 +736,9 @@ async fn a_client_trickling_its_request_head_is_disconnected() {
         "cut off late: {cut_after:?}"
     );
     // The server still serves others.
-    let http = Http::new(Duration::from_secs(5));
+    let http = Client::http_with_timeout("", Duration::from_secs(5));
     assert_eq!(
-        http.get(&format!("{}/healthz", s.base))
+        http.try_get(&format!("{}/healthz", s.base))
             .await
             .unwrap()
             .status,
@@ -798,15 +753,15 @@ async fn a_client_trickling_its_request_head_is_disconnected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn connections_past_the_limit_are_closed_and_the_open_ones_served() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let s = Serve::start(dir.path(), "serve", &url, &["--max-connections", "8"]).await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
+    let s = Serve::start_named("serve", &url, &["--max-connections", "8"]).await;
     // Eight keep-alive connections hold every slot, each shown to be accepted by one answer
     // (a sleep instead left the server time to accept them, which a loaded machine did not
     // always give it).
     let mut held = Vec::new();
     for _ in 0..8 {
-        let mut c = tokio::net::TcpStream::connect(addr(&s)).await.unwrap();
+        let mut c = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
         c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             .await
             .unwrap();
@@ -831,7 +786,7 @@ async fn connections_past_the_limit_are_closed_and_the_open_ones_served() {
     }
     // A ninth is closed at once, without an answer.
     let refused = raw_request(
-        &addr(&s),
+        &s.addr(),
         b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         Duration::from_secs(5),
     )
@@ -863,7 +818,7 @@ async fn connections_past_the_limit_are_closed_and_the_open_ones_served() {
     drop(held);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (status, _) = raw_request(
-        &addr(&s),
+        &s.addr(),
         b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         Duration::from_secs(5),
     )
@@ -878,43 +833,24 @@ async fn connections_past_the_limit_are_closed_and_the_open_ones_served() {
 async fn every_error_body_is_the_contracts() {
     let _heavy = HEAVY.lock().await;
     let b = backends(&[]).await;
-    let http = Http::default();
+    let http = Client::http("");
     let mut tally = Tally::default();
     for (name, s) in &b.servers {
         let base = &s.base;
-        let id = hex();
-        let job = hex();
-        let trigger = hex();
-        let send = |method: reqwest::Method,
-                    path: String,
-                    ct: Option<&'static str>,
-                    body: Option<String>| {
-            let http = http.clone();
-            let url = format!("{base}{path}");
-            async move {
-                let mut rb = http.client.request(method, &url);
-                if let Some(ct) = ct {
-                    rb = rb.header("content-type", ct);
+        let id = random_hex();
+        let job = random_hex();
+        let trigger = random_hex();
+        let send =
+            |method: Method, path: String, ct: Option<&'static str>, body: Option<String>| {
+                let http = http.clone();
+                let url = format!("{base}{path}");
+                async move {
+                    http.request(method, &url, ct, body.unwrap_or_default())
+                        .await
                 }
-                if let Some(body) = body {
-                    rb = rb.body(body);
-                }
-                let r = rb.send().await.unwrap_or_else(|e| panic!("{url}: {e}"));
-                Reply {
-                    status: r.status().as_u16(),
-                    content_type: r
-                        .headers()
-                        .get("content-type")
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("")
-                        .to_owned(),
-                    body: r.text().await.unwrap(),
-                    elapsed: Duration::ZERO,
-                }
-            }
-        };
-        use reqwest::Method as M;
-        let good = json!({"result": Kind::Job.result(&id, 1), "version": 1}).to_string();
+            };
+        use Method as M;
+        let good = Kind::Job.load_body(&id, 1).to_string();
         let j = Some("application/json");
         type Case = (M, String, Option<&'static str>, Option<String>, u16);
         let cases: Vec<Case> = vec![
@@ -964,47 +900,49 @@ async fn every_error_body_is_the_contracts() {
                 M::POST,
                 "/v1/clusters/c/job-results".into(),
                 j,
-                Some(json!({"result": {"id": hex(), "net-runtime": -1}}).to_string()),
+                Some(json!({"result": {"id": random_hex(), "net-runtime": -1}}).to_string()),
                 400,
             ),
             (
                 M::POST,
                 "/v1/clusters/c/job-results".into(),
                 j,
-                Some(json!({"result": {"id": hex(), "application-status": "x"}}).to_string()),
+                Some(
+                    json!({"result": {"id": random_hex(), "application-status": "x"}}).to_string(),
+                ),
                 400,
             ),
             (
                 M::POST,
                 "/v1/clusters/c/job-results".into(),
                 j,
-                Some(json!({"result": {"id": hex()}, "version": 2}).to_string()),
+                Some(json!({"result": {"id": random_hex()}, "version": 2}).to_string()),
                 400,
             ),
             (
                 M::POST,
                 "/v1/clusters/c/application-results".into(),
                 j,
-                Some(json!({"result": {"id": hex()}}).to_string()),
+                Some(json!({"result": {"id": random_hex()}}).to_string()),
                 400,
             ),
             (
                 M::POST,
-                format!("/v1/clusters/c/job-results/{}/clean", hex()),
+                format!("/v1/clusters/c/job-results/{}/clean", random_hex()),
                 None,
                 None,
                 404,
             ),
             (
                 M::GET,
-                format!("/v1/clusters/c/job-results/{}", hex()),
+                format!("/v1/clusters/c/job-results/{}", random_hex()),
                 None,
                 None,
                 404,
             ),
             (
                 M::DELETE,
-                format!("/v1/clusters/c/application-results/{}", hex()),
+                format!("/v1/clusters/c/application-results/{}", random_hex()),
                 None,
                 None,
                 404,
@@ -1072,7 +1010,7 @@ async fn every_error_body_is_the_contracts() {
             ),
             (
                 M::GET,
-                format!("/jobs/{job}/savepoints/{}", hex()),
+                format!("/jobs/{job}/savepoints/{}", random_hex()),
                 None,
                 None,
                 404,
@@ -1116,7 +1054,7 @@ async fn every_error_body_is_the_contracts() {
                 M::POST,
                 format!(
                     "/v1/clusters/default/jobs/{job}/savepoints/{}/complete",
-                    hex()
+                    random_hex()
                 ),
                 j,
                 Some("{\"location\": \"file:/b\"}".into()),
@@ -1211,18 +1149,12 @@ async fn random_methods_and_paths_do_not_grow_the_metrics() {
     std::fs::write(&tokens, "write w-token-123\n").unwrap();
     let sqlite = format!("sqlite://{}/jobstore.db", dir.path().display());
     let tokens_arg = tokens.display().to_string();
-    let s = Serve::start(
-        dir.path(),
-        "sqlite",
-        &sqlite,
-        &["--tokens-file", &tokens_arg],
-    )
-    .await;
-    let http = Http::default();
-    let metrics = |http: Http, base: String| async move {
-        let r = http.get(&format!("{base}/metrics")).await.unwrap();
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.body
+    let s = Serve::start_named("sqlite", &sqlite, &["--tokens-file", &tokens_arg]).await;
+    let http = Client::http("");
+    let metrics = |http: Client, base: String| async move {
+        let r = http.try_get(&format!("{base}/metrics")).await.unwrap();
+        assert_eq!(r.status.as_u16(), 200, "{}", r.text());
+        r.text()
     };
     let baseline = metrics(http.clone(), s.base.clone()).await;
     let seed = std::time::SystemTime::now()
@@ -1255,10 +1187,10 @@ async fn random_methods_and_paths_do_not_grow_the_metrics() {
                 };
                 let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
                 let r = http
-                    .send(method, &format!("{base}{path}"), None)
+                    .try_send(method, &format!("{base}{path}"), &[], "")
                     .await
                     .unwrap_or_else(|e| panic!("{path}: {e}"));
-                *statuses.entry(r.status).or_default() += 1;
+                *statuses.entry(r.status.as_u16()).or_default() += 1;
             }
             statuses
         }));

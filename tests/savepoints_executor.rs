@@ -1,4 +1,4 @@
-//! The savepoint executor against a fake Flink (tests/support/fake_flink.rs), driven through
+//! The savepoint executor against a fake Flink (tests/common/fake_flink.rs), driven through
 //! the HTTP API with `executor::run` in-process (and once through the `jobstore serve`
 //! binary), on both backends: completion with a location, a failure-cause kept verbatim,
 //! Flink losing the operation, Flink unreachable and back, Flink unreachable past the
@@ -6,7 +6,6 @@
 //! throughout, and fencing of a stale holder.
 
 mod common;
-mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -16,16 +15,18 @@ use jobstore::executor::{self, ExecutorConfig};
 use jobstore::flink::FlinkClient;
 use jobstore::http::HttpConfig;
 use jobstore::store::{
-    Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationKey, OperationKind,
-    OperationStatus, Outcome, Progress, StoreError,
+    Claimed, ClusterConfig, ConfiguredBy, NewOperation, OperationKind, OperationStatus, Outcome,
+    Progress, StoreError,
 };
 use serde_json::{Value, json};
 
-use common::{Kind, TestStore, flink_files, random_hex};
-use support::fake_flink::{FakeFlink, Hostile, HugeFlink};
-use support::{
-    Client, ServeProcess, Service, cause_text, eventually, fast_executor, listed, prefix,
-    put_cluster, status, stop, trigger, wait_completed,
+use common::fake_flink::{FakeFlink, Hostile, HugeFlink};
+use common::savepoints::{
+    accepted, cause_text, fast_executor, listed, prefix, put_cluster, status, stop, trigger,
+    wait_completed,
+};
+use common::{
+    Client, Kind, Serve, Service, TestStore, eventually, flink_files, operation_key, random_hex,
 };
 
 const CLUSTER: &str = "flink-a";
@@ -34,22 +35,6 @@ const WITHIN: Duration = Duration::from_secs(15);
 
 fn pre() -> String {
     prefix(Some(CLUSTER))
-}
-
-fn key(cluster: &str, job: &str, request: &str) -> OperationKey {
-    OperationKey {
-        cluster: cluster.parse().unwrap(),
-        job: job.parse().unwrap(),
-        request: request.parse().unwrap(),
-    }
-}
-
-async fn stored(ts: &TestStore, cluster: &str, job: &str, request: &str) -> Operation {
-    ts.store
-        .get_operation(&key(cluster, job, request))
-        .await
-        .expect("reading the operation")
-        .unwrap_or_else(|| panic!("operation {request} of job {job} is not stored"))
 }
 
 /// A fake Flink and the service, with `CLUSTER` pointing at the fake.
@@ -142,7 +127,7 @@ backend_tests!(in_progress_then_completed_with_location, |ts| async move {
     }
 
     // Stored: completed, the lease released, triggered once, on the first attempt.
-    let op = stored(&ts, CLUSTER, &job, &id).await;
+    let op = ts.operation(CLUSTER, &job, &id).await;
     assert_eq!(op.status, OperationStatus::Completed);
     assert_eq!(op.location.as_deref(), Some(location.as_str()));
     assert_eq!(op.attempt, 1);
@@ -204,7 +189,7 @@ backend_tests!(
                 &json!({"targetDirectory": DIR, "drain": true}),
             )
             .await,
-            support::accepted(
+            accepted(
                 &http
                     .post_empty(&format!("{}/jobs/{}/savepoints", pre(), jobs[4]))
                     .await,
@@ -259,7 +244,7 @@ backend_tests!(
         let kinds: Vec<OperationKind> = {
             let mut kinds = Vec::new();
             for (job, id) in jobs.iter().zip(&ids) {
-                kinds.push(stored(&ts, CLUSTER, job, id).await.kind);
+                kinds.push(ts.operation(CLUSTER, job, id).await.kind);
             }
             kinds
         };
@@ -300,7 +285,7 @@ backend_tests!(failure_cause_is_stored_verbatim, |ts| async move {
         assert_eq!(listed["failure-cause"], cause);
         assert_eq!(listed["location"], Value::Null);
         assert_eq!(
-            stored(&ts, CLUSTER, &job, &id).await.failure_cause,
+            ts.operation(CLUSTER, &job, &id).await.failure_cause,
             Some(cause)
         );
     }
@@ -350,7 +335,7 @@ backend_tests!(
         let id = savepoint_of(&service, &job).await;
         // The executor keeps trying and says why in the operation.
         let op = eventually("the connection error recorded", WITHIN, || async {
-            let op = stored(&ts, CLUSTER, &job, &id).await;
+            let op = ts.operation(CLUSTER, &job, &id).await;
             op.last_error.is_some().then_some(op)
         })
         .await;
@@ -366,7 +351,7 @@ backend_tests!(
         assert_eq!(Some(op), fake.result_of(&job, &id));
         all_triggers_carry(&fake, &id);
         assert_eq!(fake.savepoints_started(), 1);
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.status, OperationStatus::Completed);
     }
 );
@@ -389,7 +374,7 @@ backend_tests!(flink_unreachable_while_polling_then_back, |ts| async move {
     .await;
     fake.go_down().await;
     eventually("the connection error recorded", WITHIN, || async {
-        stored(&ts, CLUSTER, &job, &id)
+        ts.operation(CLUSTER, &job, &id)
             .await
             .last_error
             .is_some()
@@ -422,7 +407,7 @@ backend_tests!(flink_answering_500_then_recovering, |ts| async move {
         (fake.triggers().len() >= 3).then_some(())
     })
     .await;
-    let op = stored(&ts, CLUSTER, &job, &id).await;
+    let op = ts.operation(CLUSTER, &job, &id).await;
     assert_eq!(op.status, OperationStatus::InProgress);
     assert!(
         op.last_error.as_deref().unwrap_or("").contains("500"),
@@ -469,7 +454,7 @@ backend_tests!(
         }
         let cluster_b = "flink-b";
         for (cluster, id) in [(CLUSTER, &on_down), (cluster_b, &on_failing)] {
-            let op = stored(&ts, cluster, &job, id).await;
+            let op = ts.operation(cluster, &job, id).await;
             let took = op.completed_at.unwrap() - op.created_at;
             assert!(
                 took >= chrono::Duration::milliseconds(1900),
@@ -478,7 +463,7 @@ backend_tests!(
         }
         assert!(
             cause_text(
-                &stored(&ts, cluster_b, &job, &on_failing)
+                &ts.operation(cluster_b, &job, &on_failing)
                     .await
                     .failure_cause
                     .unwrap()
@@ -502,7 +487,7 @@ backend_tests!(
             (fake.status_polls(&id) >= 2).then_some(())
         })
         .await;
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.lease_owner.as_deref(), Some("executor-a"));
         assert_eq!(op.attempt, 1);
         assert!(op.triggered_at.is_some());
@@ -512,7 +497,7 @@ backend_tests!(
         let polls_when_stopped = fake.status_polls(&id);
         let b = service.executor(fast_executor("executor-b"));
         let op = eventually("executor-b takes the operation over", WITHIN, || async {
-            let op = stored(&ts, CLUSTER, &job, &id).await;
+            let op = ts.operation(CLUSTER, &job, &id).await;
             (op.lease_owner.as_deref() == Some("executor-b")).then_some(op)
         })
         .await;
@@ -528,7 +513,7 @@ backend_tests!(
         fake.release();
         let result = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
         assert_eq!(Some(result), fake.result_of(&job, &id));
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.status, OperationStatus::Completed);
         assert!(op.attempt > 1, "attempt {}", op.attempt);
         // Flink was asked to start it once, with the operation's id; the new holder
@@ -555,7 +540,7 @@ backend_tests!(
         let id = savepoint_of(&service, &job).await;
         fake.wait_for_trigger(&job, WITHIN).await;
         a.stop().await;
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.triggered_at, None, "executor-a never heard back");
         assert_eq!(op.attempt, 1);
 
@@ -563,7 +548,7 @@ backend_tests!(
         let _b = service.executor(fast_executor("executor-b"));
         let result = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
         assert_eq!(Some(result), fake.result_of(&job, &id));
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert!(op.attempt > 1, "attempt {}", op.attempt);
         // executor-b triggered again, with the same triggerId: Flink started nothing new.
         let triggers = fake.triggers();
@@ -588,7 +573,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
         .await
         .unwrap();
     let (job, request) = (random_hex(), random_hex());
-    let k = key(CLUSTER, &job, &request);
+    let k = operation_key(CLUSTER, &job, &request);
     let (_, created) = store
         .create_operation(&NewOperation {
             key: k.clone(),
@@ -766,7 +751,7 @@ backend_tests!(two_executors_drive_each_operation_once, |ts| async move {
     assert_eq!(unique.len(), ops.len());
     assert_eq!(fake.savepoints_started(), ops.len());
     for (job, id) in &ops {
-        let op = stored(&ts, CLUSTER, job, id).await;
+        let op = ts.operation(CLUSTER, job, id).await;
         assert_eq!(op.attempt, 1, "claimed twice: {op:?}");
         assert_eq!(op.status, OperationStatus::Completed);
     }
@@ -816,14 +801,14 @@ backend_tests!(
         put_cluster(&service.http, CLUSTER, None, Some(DIR)).await;
         let _executor = service.executor(fast_executor("executor-a"));
         let job = random_hex();
-        let id = support::accepted(
+        let id = accepted(
             &service
                 .http
                 .post_empty(&format!("{}/jobs/{job}/savepoints", pre()))
                 .await,
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!((op.status, op.attempt), (OperationStatus::InProgress, 0));
         assert!(fake.seen().is_empty());
         put_cluster(&service.http, CLUSTER, Some(&fake.url()), Some(DIR)).await;
@@ -877,13 +862,13 @@ backend_tests!(
             "--flink-timeout",
             "2s",
         ];
-        let first = ServeProcess::start(&ts.url, &flags).await;
+        let first = Serve::start(&ts.url, &flags).await;
         // Un-prefixed routes act on --cluster-id, driven on --flink-rest-url.
         let job = random_hex();
         let quick = trigger(&first.http, "", &job, &json!({"target-directory": DIR})).await;
         let op = wait_completed(&first.http, "", &job, &quick, WITHIN).await;
         assert_eq!(Some(op), fake.result_of(&job, &quick));
-        let op = stored(&ts, "prod", &job, &quick).await;
+        let op = ts.operation("prod", &job, &quick).await;
         assert_eq!(op.status, OperationStatus::Completed);
 
         fake.hold();
@@ -892,15 +877,15 @@ backend_tests!(
             (fake.status_polls(&slow) >= 2).then_some(())
         })
         .await;
-        let first_owner = stored(&ts, "prod", &job, &slow).await.lease_owner.unwrap();
+        let first_owner = ts.operation("prod", &job, &slow).await.lease_owner.unwrap();
         first.kill();
-        let second = ServeProcess::start(&ts.url, &flags).await;
+        let second = Serve::start(&ts.url, &flags).await;
         assert_eq!(
             status(&second.http, "", &job, &slow).await,
             json!({"status": {"id": "IN_PROGRESS"}, "operation": null})
         );
         let op = eventually("the second process takes over", WITHIN, || async {
-            let op = stored(&ts, "prod", &job, &slow).await;
+            let op = ts.operation("prod", &job, &slow).await;
             (op.attempt > 1 && op.lease_owner.is_some()).then_some(op)
         })
         .await;
@@ -935,7 +920,7 @@ backend_tests!(
         let job = random_hex();
         let id = savepoint_of(&service, &job).await;
         tokio::time::sleep(Duration::from_secs(4)).await;
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.status, OperationStatus::InProgress);
         assert_eq!(
             op.attempt, 1,
@@ -948,7 +933,7 @@ backend_tests!(
 
 /// Triggers `id` of `job` on this fake directly, as if jobstore had triggered it there.
 async fn trigger_directly(fake: &FakeFlink, job: &str, id: &str) {
-    let r = support::Http::new(fake.url())
+    let r = Client::http(fake.url())
         .post_json(
             &format!("/jobs/{job}/savepoints"),
             &json!({"target-directory": DIR, "triggerId": id}),
@@ -1100,7 +1085,7 @@ backend_tests!(
             fake.set_hostile(Some(Hostile::Body(code, "text/plain", body.into())));
             let id = savepoint_of(&service, &job).await;
             let op = eventually("the error recorded", WITHIN, || async {
-                let op = stored(&ts, CLUSTER, &job, &id).await;
+                let op = ts.operation(CLUSTER, &job, &id).await;
                 op.last_error.is_some().then_some(op)
             })
             .await;
@@ -1207,7 +1192,7 @@ backend_tests!(
         let huge = HugeFlink::start(HUGE).await;
         let url = huge.url();
         // Through the environment, so that a binary without the flag still starts.
-        let serve = ServeProcess::start_with_env(
+        let serve = Serve::start_with_env(
             &ts.url,
             &[
                 "--cluster-id",

@@ -11,7 +11,6 @@ use jobstore::store::{
     StateHandleKey,
 };
 use jobstore::wire::{ResultKind, parse_envelope};
-use sqlx::Connection;
 
 /// The SQL blocks of docs/sql.md for one backend.
 fn documented_queries(backend: Backend) -> Vec<String> {
@@ -179,24 +178,9 @@ async fn seed(ts: &TestStore) {
 async fn run_all(ts: &TestStore) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for q in documented_queries(ts.backend) {
-        let rows = match ts.backend {
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-                let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(q.clone()))
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap_or_else(|e| panic!("documented query failed on PostgreSQL: {e}\n{q}"));
-                rows.len()
-            }
-            Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
-                let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(q.clone()))
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap_or_else(|e| panic!("documented query failed on SQLite: {e}\n{q}"));
-                rows.len()
-            }
-        };
+        let rows = common::row_count(&ts.url, &q)
+            .await
+            .unwrap_or_else(|e| panic!("documented query failed on {:?}: {e}\n{q}", ts.backend));
         out.push((q, rows));
     }
     out

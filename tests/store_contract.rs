@@ -343,32 +343,14 @@ backend_tests!(
         let ids = |entries: Vec<ResultEntry>| entries.into_iter().map(|e| e.id).collect::<Vec<_>>();
         let store = &*ts.store;
         for limit in [1, 4, 30, 10_000] {
-            let got = ids(list_all(
-                store,
-                kind,
-                &c,
-                StateFilter::Only(ResultState::Dirty),
-                limit,
-            )
-            .await);
-            assert_eq!(
-                got,
-                dirty.iter().cloned().collect::<Vec<_>>(),
-                "limit {limit}"
-            );
-            let got = ids(list_all(
-                store,
-                kind,
-                &c,
-                StateFilter::Only(ResultState::Clean),
-                limit,
-            )
-            .await);
-            assert_eq!(
-                got,
-                clean.iter().cloned().collect::<Vec<_>>(),
-                "limit {limit}"
-            );
+            for (state, expected) in [(ResultState::Dirty, &dirty), (ResultState::Clean, &clean)] {
+                let got = ids(list_all(store, kind, &c, StateFilter::Only(state), limit).await);
+                assert_eq!(
+                    got,
+                    expected.iter().cloned().collect::<Vec<_>>(),
+                    "limit {limit}"
+                );
+            }
             let got = ids(list_all(store, kind, &c, StateFilter::All, limit).await);
             let all: BTreeSet<_> = dirty.union(&clean).cloned().collect();
             assert_eq!(got, all.into_iter().collect::<Vec<_>>(), "limit {limit}");
@@ -483,9 +465,6 @@ backend_tests!(
 
 backend_tests!(ready_on_a_migrated_database, |ts| async move {
     ts.store.ready().await.expect("ready");
-    let expected = match ts.backend {
-        common::Backend::Postgres => "postgres",
-        common::Backend::Sqlite => "sqlite",
-    };
+    let expected = ts.backend.name();
     assert_eq!(ts.store.backend(), expected);
 });

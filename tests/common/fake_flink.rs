@@ -29,6 +29,8 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::random_hex;
+
 /// One request the fake received.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Seen {
@@ -100,10 +102,6 @@ pub struct FakeFlink {
 
 fn lock(shared: &Shared) -> MutexGuard<'_, FakeState> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn random_hex() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 fn is_hex32(s: &str) -> bool {
