@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use axum::http::{Method, StatusCode};
 use jobstore::http::HttpConfig;
@@ -1007,25 +1006,17 @@ async fn race(
     path: &str,
     body: Option<Value>,
 ) -> Vec<(StatusCode, Value)> {
-    let barrier = Arc::new(tokio::sync::Barrier::new(n));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..n {
-        let (http, path, body, barrier) = (
-            server.http.clone(),
-            path.to_owned(),
-            body.clone(),
-            barrier.clone(),
-        );
-        tasks.spawn(async move {
-            barrier.wait().await;
+    common::at_once(n, |_| {
+        let (http, path, body) = (server.http.clone(), path.to_owned(), body.clone());
+        async move {
             let r = http
                 .try_post(&path, body.as_ref())
                 .await
                 .expect("an answer");
             (r.status, r.json())
-        });
-    }
-    tasks.join_all().await
+        }
+    })
+    .await
 }
 
 backend_tests!(

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use axum::http::Method;
-use common::raw::raw_request;
+use common::raw::{raw_request, read_answer};
 use common::{
     Backend, Client, HEAVY, Kind, Resp, Serve, TestDb, assert_error_body, random_hex, raw_reply,
 };
@@ -493,36 +493,7 @@ async fn stream_body(
         }
         (written, writer)
     });
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut buf = Vec::new();
-    let mut piece = [0u8; 8192];
-    let answer = loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let text = String::from_utf8_lossy(&buf).to_string();
-            let length = text[..end]
-                .lines()
-                .find_map(|l| {
-                    l.to_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + length {
-                let status = text
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                break Ok((status, text));
-            }
-        }
-        match tokio::time::timeout_at(deadline, reader.read(&mut piece)).await {
-            Err(_) => break Err("no answer in time".to_owned()),
-            Ok(Ok(0)) => break Err(format!("closed after {:?}", String::from_utf8_lossy(&buf))),
-            Ok(Ok(n)) => buf.extend_from_slice(&piece[..n]),
-            Ok(Err(e)) => break Err(e.to_string()),
-        }
-    };
+    let answer = read_answer(&mut reader, limit).await;
     writing.abort();
     let written = match writing.await {
         Ok((w, _)) => w,

@@ -12,7 +12,7 @@ use jobstore::store::{Page, ResultEntry, ResultState, StateFilter, Store, StoreE
 use serde_json::{Value, json};
 
 use common::contract::{Failure, FlinkResultStore};
-use common::{KINDS, Kind, TestStore, flink_files, random_hex};
+use common::{KINDS, Kind, TestStore, at_once, flink_files, random_hex};
 
 fn cluster(name: &str) -> ClusterId {
     name.parse().expect("a valid cluster id")
@@ -385,33 +385,13 @@ backend_tests!(flink_files_are_kept_verbatim, |ts| async move {
     }
 });
 
-/// Runs `n` copies of `op` at once and returns their outcomes.
-async fn race<T, F, Fut>(n: usize, op: F) -> Vec<T>
-where
-    T: Send + 'static,
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = T> + Send + 'static,
-{
-    let barrier = Arc::new(tokio::sync::Barrier::new(n));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..n {
-        let barrier = barrier.clone();
-        let fut = op();
-        tasks.spawn(async move {
-            barrier.wait().await;
-            fut.await
-        });
-    }
-    tasks.join_all().await
-}
-
 backend_tests!(
     concurrent_creates_of_one_id_register_it_once,
     |ts| async move {
         let c = cluster("race");
         for kind in KINDS {
             let id = random_hex();
-            let outcomes = race(32, || {
+            let outcomes = at_once(32, |_| {
                 let (store, c, id) = (ts.store.clone(), c.clone(), id.clone());
                 async move {
                     store
@@ -440,7 +420,7 @@ backend_tests!(
                 .create_result(kind.store(), &c, hex(&id), &kind.result(&id))
                 .await
                 .unwrap();
-            let outcomes = race(32, || {
+            let outcomes = at_once(32, |_| {
                 let (store, c, id) = (ts.store.clone(), c.clone(), id.clone());
                 async move { store.mark_result_clean(kind.store(), &c, hex(&id)).await }
             })

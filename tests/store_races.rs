@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Backend, TestStore, operation_key, random_hex};
+use common::{Backend, TestStore, at_once, operation_key, random_hex};
 use jobstore::ids::ClusterId;
 use jobstore::store::{
     ClusterConfig, ConfiguredBy, NewOperation, OperationKind, ResultState, StateFilter, migrate,
@@ -43,21 +42,18 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
         .unwrap();
 
     // Every claimer waits at one barrier, then claims at once.
-    let barrier = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
-    let mut tasks = Vec::new();
-    for i in 0..CLAIMERS {
+    let claims = at_once(CLAIMERS, |i| {
         let store = ts.store.clone();
-        let barrier = barrier.clone();
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
+        async move {
             store
                 .claim_operation(&format!("claimer-{i}"), Duration::from_secs(60))
                 .await
-        }));
-    }
+        }
+    })
+    .await;
     let mut winners = Vec::new();
-    for (i, task) in tasks.into_iter().enumerate() {
-        match task.await.unwrap() {
+    for (i, claim) in claims.into_iter().enumerate() {
+        match claim {
             Ok(Some(claimed)) => winners.push((i, claimed)),
             Ok(None) => {}
             Err(e) => panic!("{backend:?}: claim {i} failed: {e}"),

@@ -37,31 +37,37 @@ fn sorted(mut results: Vec<Value>, kind: Kind) -> Vec<Value> {
     results
 }
 
-/// 1. create twice with the same id -> IllegalStateException
-pub async fn create_twice_fails(s: &impl FlinkResultStore, kind: Kind) {
+/// A fresh id, created dirty (asserting that the create succeeds).
+async fn created(s: &impl FlinkResultStore, kind: Kind) -> String {
     let id = random_hex();
     assert_eq!(s.create_dirty(kind, &kind.result(&id)).await, Ok(()));
+    id
+}
+
+/// Creating `id` (again) fails with IllegalStateException.
+async fn create_fails(s: &impl FlinkResultStore, kind: Kind, id: &str) {
     assert_eq!(
-        s.create_dirty(kind, &kind.result(&id)).await,
+        s.create_dirty(kind, &kind.result(id)).await,
         Err(Failure::IllegalState)
     );
+}
+
+/// 1. create twice with the same id -> IllegalStateException
+pub async fn create_twice_fails(s: &impl FlinkResultStore, kind: Kind) {
+    let id = created(s, kind).await;
+    create_fails(s, kind, &id).await;
 }
 
 /// 2. create, mark clean, create again -> IllegalStateException
 pub async fn create_after_clean_fails(s: &impl FlinkResultStore, kind: Kind) {
-    let id = random_hex();
-    assert_eq!(s.create_dirty(kind, &kind.result(&id)).await, Ok(()));
+    let id = created(s, kind).await;
     assert_eq!(s.mark_clean(kind, &id).await, Ok(()));
-    assert_eq!(
-        s.create_dirty(kind, &kind.result(&id)).await,
-        Err(Failure::IllegalState)
-    );
+    create_fails(s, kind, &id).await;
 }
 
 /// 3. create, mark clean, mark clean again -> no error
 pub async fn clean_twice_succeeds(s: &impl FlinkResultStore, kind: Kind) {
-    let id = random_hex();
-    assert_eq!(s.create_dirty(kind, &kind.result(&id)).await, Ok(()));
+    let id = created(s, kind).await;
     assert_eq!(s.mark_clean(kind, &id).await, Ok(()));
     assert_eq!(s.mark_clean(kind, &id).await, Ok(()));
     assert!(s.has_clean(kind, &id).await);
@@ -76,8 +82,7 @@ pub async fn clean_on_empty_store_fails(s: &impl FlinkResultStore, kind: Kind) {
 
 /// 5. with a dirty entry: hasDirty=true, hasClean=false, has=true
 pub async fn dirty_entry_is_dirty(s: &impl FlinkResultStore, kind: Kind) {
-    let id = random_hex();
-    assert_eq!(s.create_dirty(kind, &kind.result(&id)).await, Ok(()));
+    let id = created(s, kind).await;
     assert!(s.has_dirty(kind, &id).await);
     assert!(!s.has_clean(kind, &id).await);
     assert!(s.has_entry(kind, &id).await);
@@ -85,8 +90,7 @@ pub async fn dirty_entry_is_dirty(s: &impl FlinkResultStore, kind: Kind) {
 
 /// 6. after mark clean: hasDirty=false, hasClean=true, has=true
 pub async fn cleaned_entry_is_clean(s: &impl FlinkResultStore, kind: Kind) {
-    let id = random_hex();
-    assert_eq!(s.create_dirty(kind, &kind.result(&id)).await, Ok(()));
+    let id = created(s, kind).await;
     assert_eq!(s.mark_clean(kind, &id).await, Ok(()));
     assert!(!s.has_dirty(kind, &id).await);
     assert!(s.has_clean(kind, &id).await);

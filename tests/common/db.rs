@@ -268,19 +268,27 @@ pub async fn scalar(url: &str, sql: &str) -> i64 {
 /// How many rows the statements `sql` return on the database at `url` (either backend), or
 /// the error's text.
 pub async fn row_count(url: &str, sql: &str) -> Result<usize, String> {
-    with_connection!(url, |c| sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-        .fetch_all(&mut c)
-        .await
-        .map(|rows| rows.len())
-        .map_err(|e| e.to_string()))
+    raw(url, sql, true).await.map(|n| n as usize)
 }
 
 /// Runs the statements `sql` on the database at `url` (either backend): the rows changed,
 /// or the error's text.
 pub async fn execute(url: &str, sql: &str) -> Result<u64, String> {
-    with_connection!(url, |c| sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(&mut c)
-        .await
-        .map(|d| d.rows_affected())
-        .map_err(|e| e.to_string()))
+    raw(url, sql, false).await
+}
+
+/// The statements `sql` on the database at `url`: the rows they return (`fetch`) or change.
+async fn raw(url: &str, sql: &str, fetch: bool) -> Result<u64, String> {
+    with_connection!(url, |c| {
+        let statements = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()));
+        if fetch {
+            statements
+                .fetch_all(&mut c)
+                .await
+                .map(|rows| rows.len() as u64)
+        } else {
+            statements.execute(&mut c).await.map(|d| d.rows_affected())
+        }
+    })
+    .map_err(|e| e.to_string())
 }

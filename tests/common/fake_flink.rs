@@ -318,8 +318,8 @@ fn bind(addr: SocketAddr) -> tokio::net::TcpListener {
 fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Running {
     let (stop, stopped) = oneshot::channel::<()>();
     let app = Router::new()
-        .route("/jobs/{jobid}/savepoints", post(trigger_savepoint))
-        .route("/jobs/{jobid}/stop", post(trigger_stop))
+        .route("/jobs/{jobid}/savepoints", post(trigger_route))
+        .route("/jobs/{jobid}/stop", post(trigger_route))
         .route("/jobs/{jobid}/savepoints/{triggerid}", get(status))
         .fallback(unknown)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
@@ -384,20 +384,15 @@ async fn record(
         .await
 }
 
-async fn trigger_savepoint(
+/// `POST /jobs/:jobid/savepoints` and `POST /jobs/:jobid/stop`.
+async fn trigger_route(
     State(shared): State<Shared>,
     Path(job): Path<String>,
+    uri: Uri,
     body: Bytes,
 ) -> Response {
-    trigger(shared, job, body, false).await
-}
-
-async fn trigger_stop(
-    State(shared): State<Shared>,
-    Path(job): Path<String>,
-    body: Bytes,
-) -> Response {
-    trigger(shared, job, body, true).await
+    let stop = uri.path().ends_with("/stop");
+    trigger(shared, job, body, stop).await
 }
 
 async fn trigger(shared: Shared, job: String, body: Bytes, stop: bool) -> Response {

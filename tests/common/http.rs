@@ -304,19 +304,6 @@ impl Client {
         })
     }
 
-    /// Any request, with these headers (panics when there is no answer).
-    pub async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: impl Into<Bytes>,
-    ) -> Resp {
-        self.try_send(method, path, headers, body)
-            .await
-            .unwrap_or_else(|e| panic!("no answer: {e}"))
-    }
-
     /// Any request; `content_type` None sends none.
     pub async fn request(
         &self,
@@ -329,7 +316,9 @@ impl Client {
             .map(|ct| ("content-type", ct))
             .into_iter()
             .collect();
-        self.send(method, path, &headers, body).await
+        self.try_send(method, path, &headers, body)
+            .await
+            .unwrap_or_else(|e| panic!("no answer: {e}"))
     }
 
     pub async fn get(&self, path: &str) -> Resp {

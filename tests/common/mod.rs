@@ -85,6 +85,31 @@ pub fn send_signal(pid: u32, signal: libc::c_int) -> std::io::Result<()> {
 /// figures such as "503 within --db-timeout" mean little when four suites compete).
 pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Runs `f(0)` ... `f(n - 1)` in `n` tasks that wait at one barrier and then go at once;
+/// their outputs, in that order.
+pub async fn at_once<T, F, Fut>(n: usize, f: F) -> Vec<T>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(n));
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (barrier, task) = (barrier.clone(), f(i));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                task.await
+            })
+        })
+        .collect();
+    let mut outputs = Vec::with_capacity(n);
+    for task in tasks {
+        outputs.push(task.await.expect("a task of at_once does not panic"));
+    }
+    outputs
+}
+
 /// Polls `f` every 20 ms until it gives `Some`, for at most `within`.
 pub async fn eventually<T, F, Fut>(what: impl Display, within: Duration, mut f: F) -> T
 where

@@ -193,14 +193,21 @@ impl Serve {
             {
                 return;
             }
-            assert!(
-                start.elapsed() < limit,
-                "{} not ready after {limit:?}; its log:\n{}",
-                self.name,
-                self.logs()
-            );
+            self.within(start, limit, "ready");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Fails, showing the log, when `limit` has passed since `start` without the process
+    /// being `what`.
+    #[track_caller]
+    fn within(&self, start: Instant, limit: Duration, what: &str) {
+        assert!(
+            start.elapsed() < limit,
+            "{} not {what} after {limit:?}; its log:\n{}",
+            self.name,
+            self.logs()
+        );
     }
 
     /// What the process logged so far (stdout and stderr).
@@ -262,12 +269,7 @@ impl Serve {
                 self.reap();
                 return status;
             }
-            assert!(
-                start.elapsed() < limit,
-                "{} still running after {limit:?}; its log:\n{}",
-                self.name,
-                self.logs()
-            );
+            self.within(start, limit, "exited");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
