@@ -16,12 +16,7 @@ use common::{Client, KINDS, Kind, Resp, TestStore, flink_files, random_hex, same
 /// An entry as the contract shapes it, checked field by field; returns it.
 #[track_caller]
 fn check_entry(entry: &Value, kind: Kind, cluster: &str, id: &str, state: &str) -> Value {
-    let fields: BTreeSet<&str> = entry
-        .as_object()
-        .unwrap_or_else(|| panic!("entry is not an object: {entry}"))
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let fields = common::keys(entry);
     let expected: BTreeSet<&str> = [
         "cluster-id",
         kind.entry_id_field(),
@@ -212,12 +207,7 @@ async fn list_pages(api: &Client, kind: Kind, cluster: &str, query: &str) -> Vec
         let r = api.get(&path).await;
         r.expect(StatusCode::OK);
         let page = r.json();
-        let fields: BTreeSet<&str> = page
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let fields = common::keys(&page);
         assert_eq!(fields, [kind.list_field(), "next"].into(), "{page}");
         let entries = page[kind.list_field()].as_array().unwrap().clone();
         if let Some(limit) = limit {

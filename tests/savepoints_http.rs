@@ -86,12 +86,7 @@ async fn status_text(c: &Client, prefix: &str, job: &str, request: &str) -> Stri
 fn operations(r: &Resp) -> Vec<Value> {
     r.expect(StatusCode::OK);
     let body = r.json();
-    let keys: BTreeSet<&str> = body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys = common::keys(&body);
     assert_eq!(
         keys,
         BTreeSet::from(["savepoint-operations", "next"]),
@@ -103,7 +98,7 @@ fn operations(r: &Resp) -> Vec<Value> {
 /// An operation as the contract shapes it, checked field by field.
 #[track_caller]
 fn check_operation(op: &Value, cluster: &str, job: &str, request: &str, kind: &str) {
-    let keys: BTreeSet<&str> = op.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys = common::keys(op);
     let expected = BTreeSet::from([
         "cluster-id",
         "job-id",

@@ -389,8 +389,7 @@ backend_tests!(
     concurrent_creates_of_one_id_register_it_once,
     |ts| async move {
         let c = cluster("race");
-        for kind in KINDS {
-            let id = random_hex();
+        for (kind, id) in KINDS.map(|kind| (kind, random_hex())) {
             let outcomes = at_once(32, |_| {
                 let (store, c, id) = (ts.store.clone(), c.clone(), id.clone());
                 async move {
@@ -414,8 +413,7 @@ backend_tests!(
     concurrent_mark_cleans_agree_on_one_cleaned_at,
     |ts| async move {
         let c = cluster("race");
-        for kind in KINDS {
-            let id = random_hex();
+        for (kind, id) in KINDS.map(|kind| (kind, random_hex())) {
             ts.store
                 .create_result(kind.store(), &c, hex(&id), &kind.result(&id))
                 .await

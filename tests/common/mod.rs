@@ -55,6 +55,16 @@ pub use kind::{KINDS, Kind};
 pub use serve::{Run, Serve, jobstore_command, run_bounded, run_jobstore};
 pub use store::{SharedStore, TestStore, operation_key, store_config};
 
+/// The keys of a JSON object (panics, showing it, when it is not one).
+pub fn keys(value: &serde_json::Value) -> std::collections::BTreeSet<&str> {
+    value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
 /// 32 random lowercase hex characters.
 pub fn random_hex() -> String {
     uuid::Uuid::new_v4().simple().to_string()
