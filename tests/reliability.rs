@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::{Connection, Row};
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +24,7 @@ use common::fake_flink::FakeFlink;
 use common::load::{Ledger, LoadPlan, run_load, verify_ledger};
 use common::own_postgres::OwnPostgres;
 use common::{
-    Backend, Client, HEAVY, Kind, PgDatabase, Serve, TestDb, assert_error_body, random_hex,
+    Backend, Client, HEAVY, Kind, PgDatabase, Resp, Serve, TestDb, assert_error_body, random_hex,
 };
 
 const DIR: &str = "file:///var/flink/sp";
@@ -48,10 +48,7 @@ async fn replicas_on_one_database_agree() {
     let started = Instant::now();
     let db = PgDatabase::create().await;
     let flags = ["--savepoint-dir", DIR, "--db-max-connections", "12"];
-    let mut replicas = Vec::new();
-    for i in 0..3 {
-        replicas.push(Serve::start_named(&format!("replica-{i}"), &db.url, &flags).await);
-    }
+    let replicas = Serve::replicas(3, &db.url, &flags).await;
     let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
     let http = Client::http("");
     let mut requests = 0u64;
@@ -59,16 +56,7 @@ async fn replicas_on_one_database_agree() {
 
     // 1. The same ids created concurrently on every replica (two requests per replica).
     let ids: Vec<(Kind, String)> = (0..60)
-        .map(|i| {
-            (
-                if i % 2 == 0 {
-                    Kind::Job
-                } else {
-                    Kind::Application
-                },
-                random_hex(),
-            )
-        })
+        .map(|i| (Kind::alternating(i as usize), random_hex()))
         .collect();
     let mut tasks = Vec::new();
     for (kind, id) in &ids {
@@ -114,9 +102,8 @@ async fn replicas_on_one_database_agree() {
     for ((kind, id), copy) in &winners {
         for base in &bases {
             let r = http
-                .try_get(&format!("{}/{id}", kind.url(base, "replicas")))
-                .await
-                .unwrap();
+                .get(&format!("{}/{id}", kind.url(base, "replicas")))
+                .await;
             requests += 1;
             assert_eq!(r.status.as_u16(), 200, "{}", r.text());
             assert_eq!(r.json()["result"], kind.load_result(id, *copy as u64));
@@ -162,11 +149,10 @@ async fn replicas_on_one_database_agree() {
     for (job, trigger) in &triggers {
         for base in &bases {
             let r = http
-                .try_get(&format!(
+                .get(&format!(
                     "{base}/v1/clusters/default/savepoint-operations?job-id={job}"
                 ))
-                .await
-                .unwrap();
+                .await;
             requests += 1;
             assert_eq!(r.status.as_u16(), 200, "{}", r.text());
             let ops = r.json()["savepoint-operations"].as_array().unwrap().clone();
@@ -190,11 +176,7 @@ async fn replicas_on_one_database_agree() {
     //    third, read the clean state on the first.
     let mut cross_reads = 0;
     for i in 0..60 {
-        let kind = if i % 2 == 0 {
-            Kind::Job
-        } else {
-            Kind::Application
-        };
+        let kind = Kind::alternating(i as usize);
         let id = random_hex();
         let result = kind.load_result(&id, i);
         let [a, b, c] = [
@@ -203,36 +185,27 @@ async fn replicas_on_one_database_agree() {
             &bases[(i as usize + 2) % 3],
         ];
         let r = http
-            .try_post(
+            .post_json(
                 &kind.url(a, "ryw"),
-                Some(&json!({"result": result, "version": 1})),
+                &json!({"result": result, "version": 1}),
             )
-            .await
-            .unwrap();
+            .await;
         assert_eq!(r.status.as_u16(), 201, "{}", r.text());
-        let r = http
-            .try_get(&format!("{}/{id}", kind.url(b, "ryw")))
-            .await
-            .unwrap();
+        let r = http.get(&format!("{}/{id}", kind.url(b, "ryw"))).await;
         assert_eq!(r.status.as_u16(), 200, "{}", r.text());
         assert_eq!(r.json()["result"], result);
         assert_eq!(r.json()["state"], "dirty");
         let cleaned = http
-            .try_post(&format!("{}/{id}/clean", kind.url(c, "ryw")), None)
-            .await
-            .unwrap();
+            .post_empty(&format!("{}/{id}/clean", kind.url(c, "ryw")))
+            .await;
         assert_eq!(cleaned.status.as_u16(), 200, "{}", cleaned.text());
-        let r = http
-            .try_get(&format!("{}/{id}", kind.url(a, "ryw")))
-            .await
-            .unwrap();
+        let r = http.get(&format!("{}/{id}", kind.url(a, "ryw"))).await;
         assert_eq!(r.status.as_u16(), 200);
         assert_eq!(r.json()["state"], "clean");
         assert_eq!(r.json()["cleaned-at"], cleaned.json()["cleaned-at"]);
         let dirty = http
-            .try_get(&format!("{}?state=dirty", kind.url(b, "ryw")))
-            .await
-            .unwrap();
+            .get(&format!("{}?state=dirty", kind.url(b, "ryw")))
+            .await;
         assert!(
             !dirty.text().contains(&id),
             "a clean entry listed as dirty on another replica"
@@ -278,22 +251,18 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
         "--db-max-connections",
         "8",
     ];
-    let mut replicas = Vec::new();
-    for i in 0..3 {
-        replicas.push(Serve::start_named(&format!("replica-{i}"), &db.url, &flags).await);
-    }
+    let mut replicas = Serve::replicas(3, &db.url, &flags).await;
     let http = Client::http_with_timeout("", Duration::from_secs(10));
 
     // A savepoint that Flink keeps IN_PROGRESS: find the replica that holds it.
     let job = random_hex();
     let trigger = random_hex();
     let r = http
-        .try_post(
+        .post_json(
             &format!("{}/jobs/{job}/savepoints", replicas[0].base),
-            Some(&json!({"target-directory": DIR, "triggerId": trigger})),
+            &json!({"target-directory": DIR, "triggerId": trigger}),
         )
-        .await
-        .unwrap();
+        .await;
     assert_eq!(r.status.as_u16(), 202, "{}", r.text());
     fake.wait_for_trigger(&job, Duration::from_secs(15)).await;
     let op_sql = format!(
@@ -366,7 +335,7 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
     let status_url = format!("{}/jobs/{job}/savepoints/{trigger}", replicas[holder].base);
     let deadline = Instant::now() + Duration::from_secs(20);
     let operation = loop {
-        let s = http.try_get(&status_url).await.unwrap().json();
+        let s = http.get(&status_url).await.json();
         if s["status"]["id"] == "COMPLETED" {
             break s["operation"].clone();
         }
@@ -387,19 +356,14 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
     let stats = ledger.stats.lock().unwrap().clone();
     eprintln!(
         "RELIABILITY acknowledged_writes_survive_sigkill_of_replicas: replicas=3 kills={kills} \
-         requests={} answers={:?} acknowledged creates={} acknowledged cleans={} \
-         stored-but-unacknowledged={} lost={} wrong-content={} wrong-state={} duplicates={} \
+         requests={} answers={:?} acknowledged creates={} acknowledged cleans={} {} \
          savepoint: attempt={attempt} owner {first_owner} -> {owner}, Flink triggers={} \
          savepoints started={} wall={:.1}s",
         stats.requests,
         stats.statuses,
         verdict.acked_creates,
         verdict.acked_cleans,
-        verdict.stored_unacked,
-        verdict.lost.len(),
-        verdict.wrong_content.len(),
-        verdict.wrong_state.len(),
-        verdict.duplicates,
+        verdict.losses(),
         triggers_seen.len(),
         fake.savepoints_started(),
         started.elapsed().as_secs_f64()
@@ -426,6 +390,34 @@ struct Timed {
     status: u16,
 }
 
+/// POSTs `body` to `url`, recording when it was sent and answered, and how, in `timeline`:
+/// the outcome and its status (0 for none).
+async fn timed_post(
+    http: &Client,
+    timeline: &Mutex<Vec<Timed>>,
+    url: &str,
+    body: Option<&Value>,
+) -> (Result<Resp, String>, u16) {
+    let sent = Instant::now();
+    let r = http.try_post(url, body).await;
+    let status = r.as_ref().map(|r| r.status.as_u16()).unwrap_or(0);
+    timeline.lock().unwrap().push(Timed {
+        sent,
+        answered: Instant::now(),
+        status,
+    });
+    (r, status)
+}
+
+/// `/readyz` of a replica whose database is out: 503 with the contract's body; how long
+/// it took.
+async fn readyz_is_503(http: &Client, base: &str, context: &str) -> Duration {
+    let r = http.get(&format!("{base}/readyz")).await;
+    assert_eq!(r.status.as_u16(), 503, "{}", r.text());
+    assert_error_body(context, &r);
+    r.elapsed
+}
+
 /// The PostgreSQL server (a throwaway one of this test) is stopped in the middle of a
 /// load and started again: meanwhile requests are answered 503 within --db-timeout and
 /// /readyz says 503; afterwards the same processes serve again, and nothing acknowledged is
@@ -447,10 +439,7 @@ async fn database_outage_is_answered_503_and_survived() {
         "--db-max-connections",
         "8",
     ];
-    let mut replicas = Vec::new();
-    for i in 0..2 {
-        replicas.push(Serve::start_named(&format!("replica-{i}"), &url, &flags).await);
-    }
+    let mut replicas = Serve::replicas(2, &url, &flags).await;
     let pids: Vec<u32> = replicas.iter().map(Serve::pid).collect();
     let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
     let http = Client::http_with_timeout("", Duration::from_secs(30));
@@ -473,59 +462,26 @@ async fn database_outage_is_answered_503_and_survived() {
                 if stop.is_cancelled() {
                     break;
                 }
-                let kind = if n % 2 == 0 {
-                    Kind::Job
-                } else {
-                    Kind::Application
-                };
-                let id = random_hex();
-                let result = kind.load_result(&id, n as u64);
-                ledger.sent(kind, &id, &result);
+                let (kind, id, result) = ledger.next_entry(n, n as u64);
                 let base = &bases[(w + n) % bases.len()];
-                let sent = Instant::now();
-                let r = http
-                    .try_post(
-                        &kind.url(base, "outage"),
-                        Some(&json!({"result": result, "version": 1})),
-                    )
-                    .await;
-                let status = r.as_ref().map(|r| r.status.as_u16()).unwrap_or(0);
-                timeline.lock().unwrap().push(Timed {
-                    sent,
-                    answered: Instant::now(),
-                    status,
-                });
+                let body = json!({"result": result, "version": 1});
+                let (r, status) =
+                    timed_post(&http, &timeline, &kind.url(base, "outage"), Some(&body)).await;
                 if let Ok(r) = &r
                     && r.status.as_u16() >= 400
                 {
                     assert_error_body("outage load", r);
                 }
                 if status == 201 {
-                    {
-                        let mut e = ledger.entries.lock().unwrap();
-                        let s = e.get_mut(&(kind, id.clone())).unwrap();
+                    ledger.update(kind, &id, |s| {
                         s.create_acked = true;
                         s.clean_attempted = n % 3 == 0;
-                    }
+                    });
                     if n % 3 == 0 {
-                        let sent = Instant::now();
-                        let r = http
-                            .try_post(&format!("{}/{id}/clean", kind.url(base, "outage")), None)
-                            .await;
-                        let status = r.as_ref().map(|r| r.status.as_u16()).unwrap_or(0);
-                        timeline.lock().unwrap().push(Timed {
-                            sent,
-                            answered: Instant::now(),
-                            status,
-                        });
+                        let clean = format!("{}/{id}/clean", kind.url(base, "outage"));
+                        let (_, status) = timed_post(&http, &timeline, &clean, None).await;
                         if status == 200 {
-                            ledger
-                                .entries
-                                .lock()
-                                .unwrap()
-                                .get_mut(&(kind, id))
-                                .unwrap()
-                                .clean_acked = true;
+                            ledger.update(kind, &id, |s| s.clean_acked = true);
                         }
                     }
                 } else {
@@ -546,13 +502,8 @@ async fn database_outage_is_answered_503_and_survived() {
     let mut readyz_checks = 0;
     for _ in 0..2 {
         for base in &bases {
-            let r = http
-                .try_get(&format!("{base}/readyz"))
-                .await
-                .expect("an answer");
-            assert_eq!(r.status.as_u16(), 503, "{}", r.text());
-            assert_error_body("/readyz during the outage", &r);
-            readyz_slowest = readyz_slowest.max(r.elapsed);
+            let took = readyz_is_503(&http, base, "/readyz during the outage").await;
+            readyz_slowest = readyz_slowest.max(took);
             readyz_checks += 1;
         }
     }
@@ -571,12 +522,8 @@ async fn database_outage_is_answered_503_and_survived() {
         loop {
             let id = random_hex();
             let r = http
-                .try_post(
-                    &Kind::Job.url(base, "probe"),
-                    Some(&Kind::Job.load_body(&id, 0)),
-                )
-                .await
-                .expect("an answer");
+                .post_json(&Kind::Job.url(base, "probe"), &Kind::Job.load_body(&id, 0))
+                .await;
             if r.status.as_u16() == 201 {
                 break;
             }
@@ -587,7 +534,7 @@ async fn database_outage_is_answered_503_and_survived() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let ready = http.try_get(&format!("{base}/readyz")).await.unwrap();
+        let ready = http.get(&format!("{base}/readyz")).await;
         assert_eq!(ready.status.as_u16(), 200, "{}", ready.text());
         recovered_after = recovered_after.max(up_at.elapsed());
     }
@@ -599,13 +546,8 @@ async fn database_outage_is_answered_503_and_survived() {
     let frozen_at = Instant::now();
     let mut frozen_readyz = Duration::ZERO;
     for base in &bases {
-        let r = http
-            .try_get(&format!("{base}/readyz"))
-            .await
-            .expect("an answer");
-        assert_eq!(r.status.as_u16(), 503, "{}", r.text());
-        assert_error_body("/readyz with the database frozen", &r);
-        frozen_readyz = frozen_readyz.max(r.elapsed);
+        let took = readyz_is_503(&http, base, "/readyz with the database frozen").await;
+        frozen_readyz = frozen_readyz.max(took);
     }
     if frozen_at.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_secs(5) - frozen_at.elapsed()).await;
@@ -615,10 +557,7 @@ async fn database_outage_is_answered_503_and_survived() {
     for base in &bases {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let r = http
-                .try_get(&format!("{base}/readyz"))
-                .await
-                .expect("an answer");
+            let r = http.get(&format!("{base}/readyz")).await;
             if r.status.as_u16() == 200 {
                 break;
             }
@@ -675,9 +614,7 @@ async fn database_outage_is_answered_503_and_survived() {
          {freeze_statuses:?}, /readyz 503 after {:.2}s, ready {:.2}s after SIGCONT) requests={} answers={statuses:?} \
          within the outage: {} requests, statuses {outage_statuses:?}; slowest 503={:.2}s \
          (--db-timeout {}s); /readyz 503 x{readyz_checks}, slowest {:.2}s; served again \
-         {:.2}s after the server was up; acknowledged creates={} cleans={} \
-         stored-but-unacknowledged={} lost={} wrong-content={} wrong-state={} duplicates={} \
-         wall={:.1}s",
+         {:.2}s after the server was up; acknowledged creates={} cleans={} {} wall={:.1}s",
         (down_at - stop_begun).as_secs_f64(),
         (up_begun - down_at).as_secs_f64(),
         (up_at - up_begun).as_secs_f64(),
@@ -693,11 +630,7 @@ async fn database_outage_is_answered_503_and_survived() {
         recovered_after.as_secs_f64(),
         verdict.acked_creates,
         verdict.acked_cleans,
-        verdict.stored_unacked,
-        verdict.lost.len(),
-        verdict.wrong_content.len(),
-        verdict.wrong_state.len(),
-        verdict.duplicates,
+        verdict.losses(),
         started.elapsed().as_secs_f64()
     );
     let slack = Duration::from_millis(1500);
@@ -793,11 +726,7 @@ async fn sigterm_finishes_requests_in_flight(postgres: bool) {
         tasks.push(tokio::spawn(async move {
             let started = Instant::now();
             let r = if i < creates {
-                let kind = if i % 2 == 0 {
-                    Kind::Job
-                } else {
-                    Kind::Application
-                };
+                let kind = Kind::alternating(i as usize);
                 let id = random_hex();
                 http.try_post(
                     &kind.url(&base, "shutdown"),

@@ -61,12 +61,6 @@ async fn assert_refused(s: &Serve, context: &str) {
 
 const SLOTS: usize = 12;
 
-/// `jobstore serve FLAGS` on a SQLite file of its own.
-async fn serve(flags: &[&str]) -> (Serve, TestDb) {
-    let db = TestDb::new(Backend::Sqlite).await;
-    (Serve::start_named("serve", &db.url, flags).await, db)
-}
-
 /// Whether an HTTP/2 connection's driver ended (the server closed it) within `limit`.
 async fn h2_closed(driver: &mut JoinHandle<()>, limit: Duration) -> bool {
     tokio::time::timeout(limit, driver).await.is_ok()
@@ -105,7 +99,8 @@ fn assert_served_between(served: Duration, early: Duration, late: Duration) {
 /// SETTINGS) take every slot of `--max-connections 12`, and are closed after
 /// `--header-read-timeout 2s`: a new client is served 1.5 to 6 s after they connected.
 async fn silent_connections_give_their_slots_back(h2: bool) {
-    let (s, _db) = serve(&["--max-connections", "12", "--header-read-timeout", "2s"]).await;
+    let (s, _db) =
+        Serve::on_sqlite(&["--max-connections", "12", "--header-read-timeout", "2s"]).await;
     let since = Instant::now();
     let (mut silent, mut idle) = (Vec::new(), Vec::new());
     for _ in 0..SLOTS {
@@ -167,7 +162,7 @@ async fn silent_h2c_connections_give_their_slots_back_after_the_header_timeout()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
     let _heavy = HEAVY.lock().await;
-    let (s, _db) = serve(&[
+    let (s, _db) = Serve::on_sqlite(&[
         "--max-connections",
         "12",
         "--header-read-timeout",
@@ -315,7 +310,8 @@ async fn sigterm_with_idle_http1_and_http2_connections_finishes_the_request_in_f
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_with_a_request_that_never_finishes_exits_0_after_the_shutdown_timeout() {
     let _heavy = HEAVY.lock().await;
-    let (mut s, _db) = serve(&["--shutdown-timeout", "2s", "--request-timeout", "120s"]).await;
+    let (mut s, _db) =
+        Serve::on_sqlite(&["--shutdown-timeout", "2s", "--request-timeout", "120s"]).await;
     let (_send, _driver) = h2c(&s).await;
     let (mut stuck, _rest) = half_sent_post(&s, &random_hex(), 10).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -343,7 +339,7 @@ async fn sigterm_with_a_request_that_never_finishes_exits_0_after_the_shutdown_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn after_a_clean_stop_the_sqlite_file_alone_holds_every_entry() {
     let _heavy = HEAVY.lock().await;
-    let (mut s, db) = serve(&[]).await;
+    let (mut s, db) = Serve::on_sqlite(&[]).await;
     let http = Client::http_with_timeout("", Duration::from_secs(10));
     let mut ids = Vec::new();
     for (i, kind) in [Kind::Job, Kind::Application]
@@ -354,12 +350,8 @@ async fn after_a_clean_stop_the_sqlite_file_alone_holds_every_entry() {
     {
         let id = random_hex();
         let r = http
-            .try_post(
-                &kind.url(&s.base, "c"),
-                Some(&kind.load_body(&id, i as u64)),
-            )
-            .await
-            .unwrap();
+            .post_json(&kind.url(&s.base, "c"), &kind.load_body(&id, i as u64))
+            .await;
         assert_eq!(r.status.as_u16(), 201, "{}", r.text());
         ids.push((kind, id));
     }
@@ -411,7 +403,7 @@ async fn sigterm_on_postgres_with_idle_connections_finishes_the_request_in_fligh
 /// the same connections are unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn answers_hyper_writes_before_the_router_carry_the_error_body() {
-    let (s, _db) = serve(&[]).await;
+    let (s, _db) = Serve::on_sqlite(&[]).await;
     let huge = format!(
         "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
         "a".repeat(600 * 1024)

@@ -12,6 +12,16 @@ pub enum Kind {
 pub const KINDS: [Kind; 2] = [Kind::Job, Kind::Application];
 
 impl Kind {
+    /// A job result for even `n`, an application result for odd `n`: the kinds of a load,
+    /// alternately.
+    pub fn alternating(n: usize) -> Kind {
+        if n.is_multiple_of(2) {
+            Kind::Job
+        } else {
+            Kind::Application
+        }
+    }
+
     /// The path segment after `/v1/clusters/{cluster}/`.
     pub fn segment(self) -> &'static str {
         match self {

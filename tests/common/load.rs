@@ -112,6 +112,16 @@ impl Ledger {
         );
     }
 
+    /// The `n`th entry of a worker (a job result for even `n`, an application result for
+    /// odd), with a fresh id and the load result of `seed`, registered as sent.
+    pub fn next_entry(&self, n: usize, seed: u64) -> (Kind, String, Value) {
+        let kind = Kind::alternating(n);
+        let id = random_hex();
+        let result = kind.load_result(&id, seed);
+        self.sent(kind, &id, &result);
+        (kind, id, result)
+    }
+
     /// Updates what is known of one entry.
     pub fn update(&self, kind: Kind, id: &str, change: impl FnOnce(&mut Sent)) {
         change(
@@ -160,14 +170,7 @@ pub async fn run_load(plan: LoadPlan, ledger: Arc<Ledger>) {
                 if plan.stop.is_cancelled() {
                     break;
                 }
-                let kind = if n % 2 == 0 {
-                    Kind::Job
-                } else {
-                    Kind::Application
-                };
-                let id = random_hex();
-                let result = kind.load_result(&id, (w * 100_000 + n) as u64);
-                ledger.sent(kind, &id, &result);
+                let (kind, id, result) = ledger.next_entry(n, (w * 100_000 + n) as u64);
                 let body = serde_json::json!({"result": result, "version": 1});
                 let created = match worker
                     .send(|server| kind.url(server, &plan.cluster), Some(&body))
@@ -257,6 +260,19 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// `stored-but-unacknowledged=N lost=N wrong-content=N wrong-state=N duplicates=N`, for
+    /// the RELIABILITY lines.
+    pub fn losses(&self) -> String {
+        format!(
+            "stored-but-unacknowledged={} lost={} wrong-content={} wrong-state={} duplicates={}",
+            self.stored_unacked,
+            self.lost.len(),
+            self.wrong_content.len(),
+            self.wrong_state.len(),
+            self.duplicates
+        )
+    }
+
     pub fn assert_clean(&self) {
         assert!(
             self.lost.is_empty(),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use serde_json::Value;
 
-use super::{Client, send_signal};
+use super::{Backend, Client, TestDb, send_signal};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_jobstore");
 
@@ -83,6 +83,23 @@ impl Serve {
     /// [`Serve::start`] under a name of its own (for messages).
     pub async fn start_named(name: &str, database_url: &str, flags: &[&str]) -> Serve {
         Serve::start_with(name, database_url, flags, &[]).await
+    }
+
+    /// `jobstore serve FLAGS` on a SQLite file of its own, which lives as long as the
+    /// [`TestDb`] answered beside it.
+    pub async fn on_sqlite(flags: &[&str]) -> (Serve, TestDb) {
+        let db = TestDb::new(Backend::Sqlite).await;
+        (Serve::start(&db.url, flags).await, db)
+    }
+
+    /// `n` replicas, `replica-0` ..., on one database, each started when the one before is
+    /// ready.
+    pub async fn replicas(n: usize, database_url: &str, flags: &[&str]) -> Vec<Serve> {
+        let mut replicas = Vec::new();
+        for i in 0..n {
+            replicas.push(Serve::start_named(&format!("replica-{i}"), database_url, flags).await);
+        }
+        replicas
     }
 
     const NAME: &str = "jobstore serve";
