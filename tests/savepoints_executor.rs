@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 
 use common::fake_flink::{FakeFlink, Hostile, HugeFlink};
 use common::savepoints::{
-    accepted, cause_text, fast_executor, listed, prefix, put_cluster, status, stop, trigger,
-    wait_completed,
+    RunningExecutor, accepted, cause_text, fast_executor, listed, prefix, put_cluster, status,
+    trigger, wait_completed,
 };
 use common::{
     Client, Kind, Serve, Service, TestStore, eventually, flink_files, operation_key, random_hex,
@@ -43,6 +43,39 @@ async fn setup(ts: &TestStore) -> (FakeFlink, Service) {
     let service = Service::start(ts.store.clone(), HttpConfig::default()).await;
     put_cluster(&service.http, CLUSTER, Some(&fake.url()), None).await;
     (fake, service)
+}
+
+/// [`setup`] with a Flink that keeps operations IN_PROGRESS, and the executor `owner`
+/// driving a savepoint of a fresh job, once Flink was polled `polls` times: the fake, the
+/// service, the executor, the job and the request-id.
+async fn held_savepoint(
+    ts: &TestStore,
+    owner: &str,
+    polls: usize,
+) -> (FakeFlink, Service, RunningExecutor, String, String) {
+    let (fake, service) = setup(ts).await;
+    fake.hold();
+    let (executor, job, id) = drive_savepoint(&service, owner).await;
+    fake.wait_for_polls(&id, polls, WITHIN).await;
+    (fake, service, executor, job, id)
+}
+
+/// The executor `owner`, and a savepoint of a fresh job for it to drive: the executor,
+/// the job and the request-id.
+async fn drive_savepoint(service: &Service, owner: &str) -> (RunningExecutor, String, String) {
+    let executor = service.executor(fast_executor(owner));
+    let job = random_hex();
+    let id = savepoint_of(service, &job).await;
+    (executor, job, id)
+}
+
+/// Waits for the operation to complete and asserts that it did as Flink answered, that
+/// every trigger carried its id, and that Flink started one savepoint.
+async fn completed_as_flink_says(fake: &FakeFlink, service: &Service, job: &str, id: &str) {
+    let op = wait_completed(&service.http, &pre(), job, id, WITHIN).await;
+    assert_eq!(Some(op), fake.result_of(job, id));
+    all_triggers_carry(fake, id);
+    assert_eq!(fake.savepoints_started(), 1);
 }
 
 /// Triggers a savepoint of `job` into [`DIR`] on [`CLUSTER`]; answers the request-id.
@@ -77,15 +110,7 @@ fn completed_body(location: &str) -> String {
 backend_tests!(in_progress_then_completed_with_location, |ts| async move {
     let (fake, service) = setup(&ts).await;
     fake.set_in_progress_polls(5);
-    let _executor = service.executor(fast_executor("executor-a"));
-    let job = random_hex();
-    let id = trigger(
-        &service.http,
-        &pre(),
-        &job,
-        &json!({"target-directory": DIR}),
-    )
-    .await;
+    let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
 
     // Flink needs six polls 50 ms apart: the first answer is IN_PROGRESS, Flink's shape.
     let r = service
@@ -160,41 +185,32 @@ backend_tests!(
         let jobs: Vec<String> = (0..5).map(|_| random_hex()).collect();
         let http = &service.http;
         let given = random_hex();
-        let ids = [
-            trigger(
-                http,
-                &pre(),
-                &jobs[0],
-                &json!({"target-directory": DIR, "formatType": "NATIVE", "triggerId": given}),
-            )
-            .await,
-            trigger(
-                http,
-                &pre(),
-                &jobs[1],
-                &json!({"target-directory": DIR, "cancel-job": true}),
-            )
-            .await,
-            stop(
-                http,
-                &pre(),
-                &jobs[2],
-                &json!({"targetDirectory": DIR, "drain": false}),
-            )
-            .await,
-            stop(
-                http,
-                &pre(),
-                &jobs[3],
-                &json!({"targetDirectory": DIR, "drain": true}),
-            )
-            .await,
-            accepted(
-                &http
-                    .post_empty(&format!("{}/jobs/{}/savepoints", pre(), jobs[4]))
-                    .await,
+        // Each kind, on a job of its own: a route and its body (none for the last).
+        let requests = [
+            (
+                "savepoints",
+                Some(json!({"target-directory": DIR, "formatType": "NATIVE", "triggerId": given})),
             ),
+            (
+                "savepoints",
+                Some(json!({"target-directory": DIR, "cancel-job": true})),
+            ),
+            (
+                "stop",
+                Some(json!({"targetDirectory": DIR, "drain": false})),
+            ),
+            ("stop", Some(json!({"targetDirectory": DIR, "drain": true}))),
+            ("savepoints", None),
         ];
+        let mut ids = Vec::new();
+        for (job, (route, body)) in jobs.iter().zip(requests) {
+            let path = format!("{}/jobs/{job}/{route}", pre());
+            let r = match &body {
+                Some(body) => http.post_json(&path, body).await,
+                None => http.post_empty(&path).await,
+            };
+            ids.push(accepted(&r));
+        }
         assert_eq!(ids[0], given);
         for (job, id) in jobs.iter().zip(&ids) {
             let op = wait_completed(http, &pre(), job, id, WITHIN).await;
@@ -294,15 +310,7 @@ backend_tests!(failure_cause_is_stored_verbatim, |ts| async move {
 backend_tests!(
     flink_losing_the_operation_completes_it_with_a_failure_cause,
     |ts| async move {
-        let (fake, service) = setup(&ts).await;
-        fake.hold();
-        let _executor = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
-        eventually("Flink polled", WITHIN, || async {
-            (fake.status_polls(&id) >= 1).then_some(())
-        })
-        .await;
+        let (fake, service, _executor, job, id) = held_savepoint(&ts, "executor-a", 1).await;
         // A JobManager failover: Flink forgets the operation and answers 404.
         fake.forget(&id);
         let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
@@ -330,9 +338,7 @@ backend_tests!(
     |ts| async move {
         let (fake, service) = setup(&ts).await;
         fake.go_down().await;
-        let _executor = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
+        let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
         // The executor keeps trying and says why in the operation.
         let op = eventually("the connection error recorded", WITHIN, || async {
             let op = ts.operation(CLUSTER, &job, &id).await;
@@ -347,31 +353,14 @@ backend_tests!(
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
         fake.come_back().await;
-        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
-        assert_eq!(Some(op), fake.result_of(&job, &id));
-        all_triggers_carry(&fake, &id);
-        assert_eq!(fake.savepoints_started(), 1);
+        completed_as_flink_says(&fake, &service, &job, &id).await;
         let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.status, OperationStatus::Completed);
     }
 );
 
 backend_tests!(flink_unreachable_while_polling_then_back, |ts| async move {
-    let (fake, service) = setup(&ts).await;
-    fake.hold();
-    let _executor = service.executor(fast_executor("executor-a"));
-    let job = random_hex();
-    let id = trigger(
-        &service.http,
-        &pre(),
-        &job,
-        &json!({"target-directory": DIR}),
-    )
-    .await;
-    eventually("Flink polled", WITHIN, || async {
-        (fake.status_polls(&id) >= 2).then_some(())
-    })
-    .await;
+    let (fake, service, _executor, job, id) = held_savepoint(&ts, "executor-a", 2).await;
     fake.go_down().await;
     eventually("the connection error recorded", WITHIN, || async {
         ts.operation(CLUSTER, &job, &id)
@@ -394,15 +383,7 @@ backend_tests!(flink_unreachable_while_polling_then_back, |ts| async move {
 backend_tests!(flink_answering_500_then_recovering, |ts| async move {
     let (fake, service) = setup(&ts).await;
     fake.set_http_500(true);
-    let _executor = service.executor(fast_executor("executor-a"));
-    let job = random_hex();
-    let id = trigger(
-        &service.http,
-        &pre(),
-        &job,
-        &json!({"target-directory": DIR}),
-    )
-    .await;
+    let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
     eventually("retries after 500", WITHIN, || async {
         (fake.triggers().len() >= 3).then_some(())
     })
@@ -415,10 +396,7 @@ backend_tests!(flink_answering_500_then_recovering, |ts| async move {
         op.last_error
     );
     fake.set_http_500(false);
-    let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
-    assert_eq!(Some(op), fake.result_of(&job, &id));
-    all_triggers_carry(&fake, &id);
-    assert_eq!(fake.savepoints_started(), 1);
+    completed_as_flink_says(&fake, &service, &job, &id).await;
 });
 
 backend_tests!(
@@ -478,15 +456,7 @@ backend_tests!(
 backend_tests!(
     lease_of_a_stopped_executor_is_taken_over_by_another,
     |ts| async move {
-        let (fake, service) = setup(&ts).await;
-        fake.hold();
-        let a = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
-        eventually("executor-a triggered and polls", WITHIN, || async {
-            (fake.status_polls(&id) >= 2).then_some(())
-        })
-        .await;
+        let (fake, service, a, job, id) = held_savepoint(&ts, "executor-a", 2).await;
         let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.lease_owner.as_deref(), Some("executor-a"));
         assert_eq!(op.attempt, 1);
@@ -724,13 +694,7 @@ backend_tests!(two_executors_drive_each_operation_once, |ts| async move {
     for _ in 0..5 {
         let job = random_hex();
         for _ in 0..2 {
-            let id = trigger(
-                &service.http,
-                &pre(),
-                &job,
-                &json!({"target-directory": DIR}),
-            )
-            .await;
+            let id = savepoint_of(&service, &job).await;
             ops.push((job.clone(), id));
         }
     }
@@ -760,15 +724,7 @@ backend_tests!(two_executors_drive_each_operation_once, |ts| async move {
 backend_tests!(
     an_outside_completion_wins_over_the_executor,
     |ts| async move {
-        let (fake, service) = setup(&ts).await;
-        fake.hold();
-        let _executor = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
-        eventually("Flink polled", WITHIN, || async {
-            (fake.status_polls(&id) >= 1).then_some(())
-        })
-        .await;
+        let (fake, service, _executor, job, id) = held_savepoint(&ts, "executor-a", 1).await;
         let r = service
             .http
             .post_json(
@@ -873,10 +829,7 @@ backend_tests!(
 
         fake.hold();
         let slow = trigger(&first.http, "", &job, &json!({"target-directory": DIR})).await;
-        eventually("Flink polled", WITHIN, || async {
-            (fake.status_polls(&slow) >= 2).then_some(())
-        })
-        .await;
+        fake.wait_for_polls(&slow, 2, WITHIN).await;
         let first_owner = ts.operation("prod", &job, &slow).await.lease_owner.unwrap();
         first.kill();
         let second = Serve::start(&ts.url, &flags).await;
@@ -950,20 +903,12 @@ backend_tests!(
         old.hold();
         let new = FakeFlink::start().await;
         new.hold();
-        let _executor = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
-        eventually("the old Flink polled", WITHIN, || async {
-            (old.status_polls(&id) >= 2).then_some(())
-        })
-        .await;
+        let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
+        old.wait_for_polls(&id, 2, WITHIN).await;
         // The cluster moves to another JobManager (which knows the operation).
         trigger_directly(&new, &job, &id).await;
         put_cluster(&service.http, CLUSTER, Some(&new.url()), None).await;
-        eventually("the new Flink polled", WITHIN, || async {
-            (new.status_polls(&id) >= 1).then_some(())
-        })
-        .await;
+        new.wait_for_polls(&id, 1, WITHIN).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let old_requests = old.seen().len();
         new.release();
@@ -981,10 +926,7 @@ backend_tests!(
         // back to waiting for `.../complete` (or the timeout).
         new.hold();
         let second = savepoint_of(&service, &job).await;
-        eventually("the new Flink polled the second", WITHIN, || async {
-            (new.status_polls(&second) >= 1).then_some(())
-        })
-        .await;
+        new.wait_for_polls(&second, 1, WITHIN).await;
         put_cluster(&service.http, CLUSTER, None, None).await;
         // A request in flight at the PUT may still arrive (a generous second for a loaded
         // machine); none after it, while a holder would have polled every 50 ms.
@@ -1024,9 +966,7 @@ backend_tests!(redirects_from_flink_are_not_followed, |ts| async move {
         StatusCode::TEMPORARY_REDIRECT,
         format!("{}/latest/meta-data", elsewhere.url()),
     )));
-    let _executor = service.executor(fast_executor("executor-a"));
-    let job = random_hex();
-    let id = savepoint_of(&service, &job).await;
+    let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
     let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
     let cause = op["failure-cause"].clone();
     let text = cause_text(&cause);

@@ -267,6 +267,16 @@ impl FakeFlink {
             .and_then(|op| op.result.clone())
     }
 
+    /// Waits until the status of `trigger` was polled at least `polls` times.
+    pub async fn wait_for_polls(&self, trigger: &str, polls: usize, within: Duration) {
+        super::eventually(
+            format!("Flink polled {trigger} {polls} times"),
+            within,
+            || async { (self.status_polls(trigger) >= polls).then_some(()) },
+        )
+        .await;
+    }
+
     /// Waits until a trigger request for this job arrived; returns it.
     pub async fn wait_for_trigger(&self, job: &str, within: Duration) -> Seen {
         let prefix = format!("/jobs/{job}/");
