@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode, header};
 use common::{
-    Backend, Client, KINDS, Kind, Serve, TestStore, jobstore_command, random_hex, run_bounded,
-    run_jobstore,
+    Backend, Client, KINDS, Kind, Serve, TestDb, TestStore, jobstore_command, random_hex,
+    run_bounded, run_jobstore,
 };
 use jobstore::executor::{self, ExecutorConfig};
 use jobstore::flink::FlinkClient;
@@ -750,10 +750,10 @@ backend_tests!(
 /// `jobstore serve` with a message naming its line or item, never printing the token.
 #[tokio::test]
 async fn malformed_token_lines_stop_the_start_without_printing_the_token() {
-    let dir = tempfile::tempdir().unwrap();
+    let sqlite = TestDb::new(Backend::Sqlite).await;
     let secret = "s3cret-token-value-42";
-    let file = dir.path().join("tokens");
-    let db = format!("sqlite://{}", dir.path().join("j.db").display());
+    let file = sqlite.sqlite_dir().unwrap().join("tokens");
+    let db = sqlite.url.clone();
     let cases: [(&str, Option<String>, Option<String>); 3] = [
         (
             "line 3",
@@ -810,5 +810,5 @@ async fn malformed_token_lines_stop_the_start_without_printing_the_token() {
         .await
         .ok()
         .map(|r| r.status);
-    assert_eq!(answered, Some(reqwest::StatusCode::OK));
+    assert_eq!(answered, Some(StatusCode::OK));
 }

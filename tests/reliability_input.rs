@@ -874,12 +874,11 @@ const MARKER: &str = "ZQXJ";
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn random_methods_and_paths_do_not_grow_the_metrics() {
     let _heavy = HEAVY.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens");
+    let db = TestDb::new(Backend::Sqlite).await;
+    let tokens = db.sqlite_dir().unwrap().join("tokens");
     std::fs::write(&tokens, "write w-token-123\n").unwrap();
-    let sqlite = format!("sqlite://{}/jobstore.db", dir.path().display());
     let tokens_arg = tokens.display().to_string();
-    let s = Serve::start_named("sqlite", &sqlite, &["--tokens-file", &tokens_arg]).await;
+    let s = Serve::start_named("sqlite", &db.url, &["--tokens-file", &tokens_arg]).await;
     let http = Client::http("");
     let metrics = |http: Client, base: String| async move {
         let r = http.get(&format!("{base}/metrics")).await;
@@ -915,7 +914,7 @@ async fn random_methods_and_paths_do_not_grow_the_metrics() {
                     2 => format!("/jobs/{seg}/savepoints"),
                     _ => format!("/v1/{seg}/{}", rng.string(PATH_CHARS, 12)),
                 };
-                let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+                let method = Method::from_bytes(method.as_bytes()).unwrap();
                 let r = http
                     .try_send(method, &format!("{base}{path}"), &[], "")
                     .await

@@ -144,8 +144,6 @@ pub enum Backend {
     Sqlite,
 }
 
-pub const BACKENDS: [Backend; 2] = [Backend::Postgres, Backend::Sqlite];
-
 impl Backend {
     /// `postgres` or `sqlite`: the name of its folder of migrations, and of its tests.
     pub fn name(self) -> &'static str {

@@ -43,8 +43,7 @@ use std::time::Duration;
 
 pub use contract::same_json;
 pub use db::{
-    BACKENDS, Backend, PgDatabase, TestDb, admin_url, execute, fetch_all, pg_connect, row_count,
-    scalar,
+    Backend, PgDatabase, TestDb, admin_url, execute, fetch_all, pg_connect, row_count, scalar,
 };
 pub use flink_data::{flink_data_dir, flink_files, json_files, shared_reference_dir};
 pub use http::{

@@ -83,11 +83,6 @@ pub async fn read_answer(
     }
 }
 
-/// The body of a raw answer (after the blank line).
-pub fn raw_body(answer: &str) -> &str {
-    answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("")
-}
-
 /// A `GET /healthz` that closes its connection: served or not, a new client.
 pub const HEALTHZ_CLOSE: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
 
