@@ -321,18 +321,8 @@ async fn clean_retention_removes_only_old_clean_entries(ts: TestStore) {
     let mut dirty = Vec::new();
     for i in 0..6 {
         let id = random_hex();
-        for k in KINDS {
-            let kind = k.store();
-            store
-                .create_result(kind, &cluster, id.parse().unwrap(), &k.result(&id))
-                .await
-                .unwrap();
-            if i % 2 == 0 {
-                store
-                    .mark_result_clean(kind, &cluster, id.parse().unwrap())
-                    .await
-                    .unwrap();
-            }
+        for kind in KINDS {
+            ts.put_result(kind, "retention", &id, i % 2 == 0).await;
         }
         if i % 2 == 0 {
             clean.push(id)
@@ -340,29 +330,24 @@ async fn clean_retention_removes_only_old_clean_entries(ts: TestStore) {
             dirty.push(id)
         }
     }
-    // A retention longer than the entries' age removes nothing.
-    let report = executor::apply_retention(
-        store,
-        Some(Duration::from_secs(3600)),
-        Duration::from_secs(3600),
-    )
-    .await
-    .unwrap();
-    assert_eq!((report.job_results, report.application_results), (0, 0));
-    // Without a clean retention, clean entries are kept.
-    let report = executor::apply_retention(store, None, Duration::from_secs(3600))
-        .await
-        .unwrap();
-    assert_eq!((report.job_results, report.application_results), (0, 0));
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let report = executor::apply_retention(
-        store,
-        Some(Duration::from_millis(1)),
-        Duration::from_secs(3600),
-    )
-    .await
-    .unwrap();
-    assert_eq!((report.job_results, report.application_results), (3, 3));
+    // A retention longer than the entries' age removes nothing; without a clean retention,
+    // clean entries are kept; a retention shorter than their age removes the clean ones.
+    let hour = Duration::from_secs(3600);
+    for (clean_retention, pause, removed) in [
+        (Some(hour), Duration::ZERO, (0, 0)),
+        (None, Duration::ZERO, (0, 0)),
+        (
+            Some(Duration::from_millis(1)),
+            Duration::from_millis(20),
+            (3, 3),
+        ),
+    ] {
+        tokio::time::sleep(pause).await;
+        let report = executor::apply_retention(store, clean_retention, hour)
+            .await
+            .unwrap();
+        assert_eq!((report.job_results, report.application_results), removed);
+    }
     for kind in [ResultKind::Job, ResultKind::Application] {
         let left = store
             .list_results(
@@ -395,28 +380,8 @@ async fn gc_command_applies_the_retention_once() {
     let cluster: ClusterId = "gc".parse().unwrap();
     let old = random_hex();
     let kept = random_hex();
-    ts.store
-        .create_result(
-            ResultKind::Job,
-            &cluster,
-            old.parse().unwrap(),
-            &Kind::Job.result(&old),
-        )
-        .await
-        .unwrap();
-    ts.store
-        .mark_result_clean(ResultKind::Job, &cluster, old.parse().unwrap())
-        .await
-        .unwrap();
-    ts.store
-        .create_result(
-            ResultKind::Job,
-            &cluster,
-            kept.parse().unwrap(),
-            &Kind::Job.result(&kept),
-        )
-        .await
-        .unwrap();
+    ts.put_result(Kind::Job, "gc", &old, true).await;
+    ts.put_result(Kind::Job, "gc", &kept, false).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let gc = ["gc", "--database-url", &ts.url, "--clean-retention", "10ms"];
     let out = run_jobstore(&gc, &[], Duration::from_secs(60));
@@ -798,17 +763,11 @@ async fn malformed_token_lines_stop_the_start_without_printing_the_token() {
     .unwrap();
     let tokens = file.display().to_string();
     let serve = Serve::start(&db, &["--tokens-file", &tokens]).await;
-    let bearer = format!("Bearer {WRITE_PROD}");
-    let answered = serve
-        .http
-        .try_send(
-            Method::GET,
-            "/v1/clusters/prod-eu/job-results",
-            &[("authorization", &bearer)],
-            "",
-        )
-        .await
-        .ok()
-        .map(|r| r.status);
+    let path = "/v1/clusters/prod-eu/job-results";
+    let answered = Some(
+        call(&serve.http, "GET", path, Some(WRITE_PROD), None)
+            .await
+            .0,
+    );
     assert_eq!(answered, Some(StatusCode::OK));
 }

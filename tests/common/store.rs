@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobstore::http::HttpConfig;
+use jobstore::ids::ClusterId;
 use jobstore::store::{
     Operation, OperationKey, Page, ResultEntry, StateFilter, Store, StoreConfig,
 };
@@ -137,6 +138,27 @@ pub fn operation_key(cluster: &str, job: &str, request: &str) -> OperationKey {
 }
 
 impl TestStore {
+    /// Stores `kind`'s result for `id` in `cluster` (as [`Kind::result`] shapes it), dirty,
+    /// or marked clean with `clean`.
+    pub async fn put_result(&self, kind: Kind, cluster: &str, id: &str, clean: bool) {
+        let cluster: ClusterId = cluster.parse().unwrap();
+        self.store
+            .create_result(
+                kind.store(),
+                &cluster,
+                id.parse().unwrap(),
+                &kind.result(id),
+            )
+            .await
+            .unwrap();
+        if clean {
+            self.store
+                .mark_result_clean(kind.store(), &cluster, id.parse().unwrap())
+                .await
+                .unwrap();
+        }
+    }
+
     /// The savepoint operation stored under these ids (which must be there).
     pub async fn operation(&self, cluster: &str, job: &str, request: &str) -> Operation {
         self.store
