@@ -55,8 +55,8 @@ impl From<sqlx::Error> for StoreError {
                 // 53xxx insufficient resources. SQLite: 5 busy, 6 locked (after busy timeout).
                 // 55000 at connection time: the database does not allow connections now
                 // (`ALTER DATABASE ... ALLOW_CONNECTIONS false`, a maintenance window).
-                let refused = code == "55000"
-                    && db.message().contains("not currently accepting connections");
+                let refused =
+                    code == "55000" && db.message().contains("not currently accepting connections");
                 let unavailable = code.starts_with("08")
                     || code.starts_with("57P")
                     || code.starts_with("53")

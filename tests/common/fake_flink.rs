@@ -29,6 +29,8 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::random_hex;
+
 /// One request the fake received.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Seen {
@@ -100,10 +102,6 @@ pub struct FakeFlink {
 
 fn lock(shared: &Shared) -> MutexGuard<'_, FakeState> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn random_hex() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 fn is_hex32(s: &str) -> bool {
@@ -269,6 +267,16 @@ impl FakeFlink {
             .and_then(|op| op.result.clone())
     }
 
+    /// Waits until the status of `trigger` was polled at least `polls` times.
+    pub async fn wait_for_polls(&self, trigger: &str, polls: usize, within: Duration) {
+        super::eventually(
+            format!("Flink polled {trigger} {polls} times"),
+            within,
+            || async { (self.status_polls(trigger) >= polls).then_some(()) },
+        )
+        .await;
+    }
+
     /// Waits until a trigger request for this job arrived; returns it.
     pub async fn wait_for_trigger(&self, job: &str, within: Duration) -> Seen {
         let prefix = format!("/jobs/{job}/");
@@ -320,8 +328,8 @@ fn bind(addr: SocketAddr) -> tokio::net::TcpListener {
 fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Running {
     let (stop, stopped) = oneshot::channel::<()>();
     let app = Router::new()
-        .route("/jobs/{jobid}/savepoints", post(trigger_savepoint))
-        .route("/jobs/{jobid}/stop", post(trigger_stop))
+        .route("/jobs/{jobid}/savepoints", post(trigger_route))
+        .route("/jobs/{jobid}/stop", post(trigger_route))
         .route("/jobs/{jobid}/savepoints/{triggerid}", get(status))
         .fallback(unknown)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
@@ -386,20 +394,15 @@ async fn record(
         .await
 }
 
-async fn trigger_savepoint(
+/// `POST /jobs/:jobid/savepoints` and `POST /jobs/:jobid/stop`.
+async fn trigger_route(
     State(shared): State<Shared>,
     Path(job): Path<String>,
+    uri: Uri,
     body: Bytes,
 ) -> Response {
-    trigger(shared, job, body, false).await
-}
-
-async fn trigger_stop(
-    State(shared): State<Shared>,
-    Path(job): Path<String>,
-    body: Bytes,
-) -> Response {
-    trigger(shared, job, body, true).await
+    let stop = uri.path().ends_with("/stop");
+    trigger(shared, job, body, stop).await
 }
 
 async fn trigger(shared: Shared, job: String, body: Bytes, stop: bool) -> Response {
