@@ -206,8 +206,8 @@ impl Serve {
     }
 }
 
-/// serve's log file: `--serve-log`, else a file in the temp folder removed after a
-/// successful run (and kept, its tail printed, after a failed one).
+/// serve's log file: `--serve-log`, else a file in the temp folder, removed when dropped
+/// (after a success, an interruption or a panic) unless a failure kept it.
 pub struct ServeLog {
     pub path: PathBuf,
     keep: bool,
@@ -230,11 +230,18 @@ impl ServeLog {
         }
     }
 
-    /// After the run that wrote it: its tail on a failure, else removed unless kept.
-    pub fn finish<T>(&self, outcome: &anyhow::Result<T>) {
+    /// After the run that wrote it: on a failure, its tail is printed and it is kept.
+    pub fn finish<T>(mut self, outcome: &anyhow::Result<T>) {
         if outcome.is_err() {
             print_tail(&self.path, 20);
-        } else if !self.keep {
+            self.keep = true;
+        }
+    }
+}
+
+impl Drop for ServeLog {
+    fn drop(&mut self) {
+        if !self.keep {
             let _ = std::fs::remove_file(&self.path);
         }
     }
