@@ -29,6 +29,7 @@ use crate::matrix::Fresh;
 use crate::payloads::Payloads;
 use crate::processes::Serve;
 use crate::report::{Comparison, FlinkReport, print_comparison};
+use crate::sampler::fdatasync_latency;
 use crate::workloads::{Outcome, Target, Work, create_operations};
 
 const JOBMANAGER: &str = "Flink JobManager";
@@ -78,6 +79,7 @@ pub async fn run_comparisons(
         savepoint_dir: String::new(),
         opponents: Vec::new(),
     };
+    let fsync_before = fdatasync_latency(&scratch.path).await?;
     let mut outcome = start_flink(
         args,
         &payloads,
@@ -89,6 +91,12 @@ pub async fn run_comparisons(
     .await;
     if outcome.is_ok() {
         outcome = compare(args, serve_bin, &flink, &mut report).await;
+    }
+    if let Ok(after) = fdatasync_latency(&scratch.path).await {
+        report.setup.push(format!(
+            "the disk's fdatasync of an 8 KB write (what each durable commit waits for) in the temp folder: p50 {:.2} ms, p99 {:.2} ms before the comparisons; p50 {:.2} ms, p99 {:.2} ms after",
+            fsync_before.p50, fsync_before.p99, after.p50, after.p99
+        ));
     }
     if let Some(c) = &mut flink.cluster {
         c.stop().await;

@@ -1,8 +1,12 @@
 //! What /proc says about a process: resident memory and CPU time.
 
+use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::cells::{Samples, Summary};
 
 /// VmRSS of a process in kB.
 pub fn rss_kb(pid: u32) -> Option<u64> {
@@ -111,4 +115,24 @@ impl RssSampler {
             self.samples.load(Ordering::Relaxed),
         )
     }
+}
+
+/// The disk's commit latency: 50 writes of 8 KB to a file in `dir`, each followed by
+/// fdatasync (what a durable commit waits for), timed.
+pub async fn fdatasync_latency(dir: &Path) -> anyhow::Result<Summary> {
+    let path = dir.join("fdatasync-probe");
+    tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::File::create(&path)?;
+        let block = [0u8; 8192];
+        let mut samples = Samples::default();
+        for _ in 0..50 {
+            file.write_all(&block)?;
+            let t = Instant::now();
+            file.sync_data()?;
+            samples.push(t.elapsed());
+        }
+        std::fs::remove_file(&path)?;
+        Ok(samples.sorted())
+    })
+    .await?
 }
