@@ -300,3 +300,23 @@ async fn worker(work: Arc<Work>, target: Target, w: usize, window: Window) -> Wo
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_the_nearest_rank() {
+        let mut s = Samples::default();
+        for ms in 1..=1000u64 {
+            s.push(Duration::from_millis(ms));
+        }
+        let q = s.sorted();
+        assert_eq!(q.n, 1000);
+        assert_eq!(q.p50, 500.0);
+        assert_eq!(q.p99, 990.0);
+        assert_eq!(q.p999, 999.0);
+        assert_eq!(q.max, 1000.0);
+        assert!(Samples::default().sorted().p50.is_nan());
+    }
+}

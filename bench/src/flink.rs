@@ -446,3 +446,37 @@ impl FileStoreDriver {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_jvm_options_come_from_the_nested_env_key() {
+        let home = Scratch::new("jobstore-bench-test").unwrap();
+        std::fs::create_dir_all(home.path.join("conf")).unwrap();
+        std::fs::write(
+            home.path.join("conf/config.yaml"),
+            "env:\n  java:\n    opts:\n      all: --add-opens=java.base/java.lang=ALL-UNNAMED\njobmanager:\n  all: no\n",
+        )
+        .unwrap();
+        assert_eq!(
+            distribution_java_opts(&home.path).unwrap(),
+            "--add-opens=java.base/java.lang=ALL-UNNAMED"
+        );
+        std::fs::write(
+            home.path.join("conf/config.yaml"),
+            "jobmanager:\n  all: no\n",
+        )
+        .unwrap();
+        assert_eq!(distribution_java_opts(&home.path).unwrap(), "");
+    }
+
+    #[test]
+    fn the_version_is_read_from_the_dist_jar() {
+        let home = Scratch::new("jobstore-bench-test").unwrap();
+        std::fs::create_dir_all(home.path.join("lib")).unwrap();
+        std::fs::write(home.path.join("lib/flink-dist-2.3.0.jar"), "").unwrap();
+        assert_eq!(flink_version(&home.path), "2.3.0");
+    }
+}

@@ -130,3 +130,24 @@ impl Rng {
         h.finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flinks_files_with_the_large_one_at_its_share() {
+        let p = Payloads::load(None).expect("tests/data");
+        assert!(p.large.body.len() > 30_000);
+        let mut rng = Rng::new(7);
+        let n = 100_000;
+        let large = (0..n)
+            .filter(|_| std::ptr::eq(p.pick(&mut rng, 5.0), &p.large))
+            .count();
+        assert!((4_500..5_500).contains(&large), "{large} of {n}");
+        let id = "0123456789abcdef0123456789abcdef";
+        let body: serde_json::Value = serde_json::from_str(&p.small[0].body_for(id)).unwrap();
+        assert_eq!(body["result"]["id"], id);
+        assert_eq!(p.small[0].result_for(id)["id"], id);
+    }
+}

@@ -328,3 +328,25 @@ impl ScaleReport {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_load_script_has_every_placeholder_filled() {
+        for backend in [Backend::Postgres, Backend::Sqlite] {
+            let script = load_script(backend, 1_000_000, 1000);
+            for p in ["{cluster}", "{state}", "{mult}", "{tag}", "{n}"] {
+                assert!(!script.contains(p), "{p} left in {script}");
+            }
+            // The dirty ids are spread: multiples of clean / dirty.
+            assert!(script.contains("i * 1000"), "{script}");
+            assert_eq!(script.matches("INSERT INTO job_results").count(), 2);
+        }
+        assert_eq!(
+            with_literals("WHERE cluster_id = $1 AND job_id > $2 LIMIT $3"),
+            "WHERE cluster_id = 'scale' AND job_id > '' LIMIT 1001"
+        );
+    }
+}
