@@ -401,7 +401,7 @@ async fn import_and_export(backend: Backend) {
         let c2 = db.entries(kind, "c2").await;
         let strip = |m: &BTreeMap<String, ResultEntry>| {
             m.values()
-                .map(|e| (e.id.clone(), e.state, e.result.clone()))
+                .map(|e| (e.id, e.state, e.result.clone()))
                 .collect::<Vec<_>>()
         };
         assert_eq!(strip(&c1), strip(&c2), "{kind:?}");

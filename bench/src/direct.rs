@@ -8,20 +8,31 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobstore::ids::{ClusterId, HexId};
+use jobstore::ids::{ClusterId, JobId, TriggerId};
 use jobstore::store::{self, OperationKey, Page, ResultState, StateFilter, StoreConfig};
-use jobstore::wire::ResultKind;
+use jobstore::wire::{ResultId, ResultKind};
 use serde_json::Value;
 
 use crate::cli::Backend;
 
-/// A job or trigger id as the store takes it (32 hex characters on the wire).
+/// A job or trigger id (32 hex characters on the wire); the store takes it as either.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Id(HexId);
+pub struct Id(JobId);
 
 impl Id {
     pub fn random() -> Id {
-        Id(HexId::random())
+        Id(JobId::random())
+    }
+
+    fn job(self) -> JobId {
+        self.0
+    }
+
+    fn trigger(self) -> TriggerId {
+        self.0
+            .to_string()
+            .parse()
+            .expect("a job id's text is a trigger id's")
     }
 }
 
@@ -90,7 +101,7 @@ impl Store {
         result: &Value,
     ) -> Result<(), String> {
         self.0
-            .create_result(ResultKind::Job, &cluster.0, id.0, result)
+            .create_result(&cluster.0, ResultId::Job(id.job()), result)
             .await
             .map(|_| ())
             .map_err(|e| format!("create: {e}"))
@@ -100,7 +111,7 @@ impl Store {
     pub async fn mark_job_result_clean(&self, cluster: &Cluster, id: Id) -> Result<(), String> {
         match self
             .0
-            .mark_result_clean(ResultKind::Job, &cluster.0, id.0)
+            .mark_result_clean(&cluster.0, ResultId::Job(id.job()))
             .await
         {
             Ok(e) if e.state == ResultState::Clean => Ok(()),
@@ -162,21 +173,19 @@ impl Store {
 fn key(cluster: &Cluster, job: Id, trigger: Id) -> OperationKey {
     OperationKey {
         cluster: cluster.0.clone(),
-        job: job.0,
-        request: trigger.0,
+        job: job.job(),
+        request: trigger.trigger(),
     }
 }
 
-/// The statement the service runs for a `state=dirty` listing of job results, with
-/// placeholders `$1`/`?1` (cluster), `$2`/`?2` (after), `$3`/`?3` (limit).
+/// The statement the service runs for a `state=dirty` listing of job results
+/// (`src/store/sql/*/job_results_list_dirty.sql`), with placeholders `$1` (cluster), `$2`
+/// (after), `$3` (limit) on both backends.
 pub fn list_dirty_sql(backend: Backend) -> String {
-    let backend = match backend {
-        Backend::Postgres => store::migrate::Backend::Postgres,
-        Backend::Sqlite => store::migrate::Backend::Sqlite,
-    };
-    store::list_results_sql(
-        backend,
-        ResultKind::Job,
-        StateFilter::Only(ResultState::Dirty),
-    )
+    let sql = store::sql::JOB_RESULTS_LIST_DIRTY;
+    match backend {
+        Backend::Postgres => sql.postgres,
+        Backend::Sqlite => sql.sqlite,
+    }
+    .to_owned()
 }
