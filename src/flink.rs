@@ -463,11 +463,17 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// A failure-cause of jobstore's own, shaped like Flink's (`class`, `stack-trace`).
+/// A failure-cause of jobstore's own, shaped like Flink's (`class`, `stack-trace`,
+/// `serialized-throwable`): Flink's REST client (`flink savepoint`, `flink stop`) decodes the
+/// serialized throwable and prints jobstore's class and message.
 pub fn failure_cause(class: &str, message: &str) -> Value {
+    let class = format!("jobstore.{class}");
+    let stack_trace = format!("{class}: {message}");
+    let serialized = crate::flink_throwable::serialized_throwable(&class, message, &stack_trace);
     json!({
-        "class": format!("jobstore.{class}"),
-        "stack-trace": format!("jobstore.{class}: {message}"),
+        "class": class,
+        "stack-trace": stack_trace,
+        "serialized-throwable": serialized,
     })
 }
 

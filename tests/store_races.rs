@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use common::{Backend, TestStore, at_once, operation_key, random_hex};
 use jobstore::ids::ClusterId;
-use jobstore::store::{
-    ClusterConfig, ConfiguredBy, NewOperation, OperationKind, migrate,
-};
+use jobstore::store::{ClusterConfig, ConfiguredBy, NewOperation, OperationKind, migrate};
 use sqlx::Connection;
 
 const CLAIMERS: usize = 16;

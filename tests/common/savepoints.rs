@@ -215,5 +215,10 @@ pub async fn put_cluster(
 
 /// The text of a failure-cause (its JSON), lowercased, for looking for words in it.
 pub fn cause_text(cause: &Value) -> String {
-    cause.to_string().to_lowercase()
+    // The serialized throwable is base64 of the same text, for Flink's client.
+    let mut readable = cause.clone();
+    if let Some(fields) = readable.as_object_mut() {
+        fields.remove("serialized-throwable");
+    }
+    readable.to_string().to_lowercase()
 }

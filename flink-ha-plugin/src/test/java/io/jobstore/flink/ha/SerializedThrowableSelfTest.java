@@ -407,8 +407,20 @@ public final class SerializedThrowableSelfTest {
             "(POST|GET) (/v1)?/(jobs/[0-9a-f]{32}/(savepoints|stop|checkpoints)|savepoint-disposal)(/"
                     + TRIGGER_ID + ")?");
 
+    private static Path fixtures() {
+        for (Path d = Paths.get("").toAbsolutePath(); d != null; d = d.getParent()) {
+            Path candidate = d.resolve("tests/data/serialized-throwable");
+            if (Files.isDirectory(candidate)) {
+                return candidate;
+            }
+        }
+        return Paths.get("tests/data/serialized-throwable");
+    }
+
     public static void main(String[] args) throws Exception {
-        Path dir = Paths.get(args.length > 0 ? args[0] : "tests/data/serialized-throwable");
+        // A folder as the first argument, else the repository's fixtures, found upwards from
+        // the working directory (the harness passes its own --fake/--url arguments).
+        Path dir = args.length > 0 && !args[0].startsWith("--") ? Paths.get(args[0]) : fixtures();
         SerializedThrowableSelfTest t = new SerializedThrowableSelfTest();
         List<Fixture> fixtures = new ArrayList<>();
         t.test("the fixtures of " + dir + " are read, among them a message beyond 65535 bytes", () -> {
