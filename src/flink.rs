@@ -254,9 +254,7 @@ impl FlinkClient {
     /// Triggers the operation on Flink with its request id as Flink's `triggerId`, so
     /// that a repeated trigger (after a crash or a take-over) never starts a second one.
     pub async fn trigger(
-        &self,
-        base: &FlinkRestUrl,
-        op: &Operation,
+        &self, base: &FlinkRestUrl, op: &Operation,
     ) -> Result<FlinkAnswer, Unreachable> {
         let base = match self.checked_base(base).await {
             Ok(b) => b,
@@ -309,10 +307,7 @@ impl FlinkClient {
 
     /// Asks Flink for the status of an operation.
     pub async fn status(
-        &self,
-        base: &FlinkRestUrl,
-        job: JobId,
-        request: TriggerId,
+        &self, base: &FlinkRestUrl, job: JobId, request: TriggerId,
     ) -> Result<FlinkAnswer, Unreachable> {
         let base = match self.checked_base(base).await {
             Ok(b) => b,
@@ -349,9 +344,7 @@ impl FlinkClient {
     /// Reads an answer of at most `max_answer` bytes, chunk by chunk. A redirect or a larger
     /// answer is a failure-cause (Err inside Ok); a broken connection is Unreachable.
     async fn read_answer(
-        &self,
-        mut res: reqwest::Response,
-        what: &str,
+        &self, mut res: reqwest::Response, what: &str,
     ) -> Result<Result<Value, Value>, Unreachable> {
         let status = res.status();
         if status.is_redirection() {

@@ -54,8 +54,7 @@ macro_rules! sql_text {
             String: sqlx::Encode<'q, DB>,
         {
             fn encode_by_ref(
-                &self,
-                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+                &self, buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
             ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
                 <String as sqlx::Encode<'q, DB>>::encode(self.to_string(), buf)
             }

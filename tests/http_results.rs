@@ -101,12 +101,8 @@ impl HttpAdapter {
     /// answered `refused`: its message names the words and, for job results, is Flink's
     /// `flink_message` to the letter.
     fn answer(
-        &self,
-        r: &Resp,
-        (kind, id): (Kind, &str),
-        ok: (StatusCode, &str),
-        refused: (StatusCode, &[&str], Failure),
-        flink_message: String,
+        &self, r: &Resp, (kind, id): (Kind, &str), ok: (StatusCode, &str),
+        refused: (StatusCode, &[&str], Failure), flink_message: String,
     ) -> Result<Value, Failure> {
         match r.status {
             status if status == ok.0 => Ok(check_entry(&r.json(), kind, &self.cluster, id, ok.1)),
@@ -463,10 +459,7 @@ fn bad(method: Method, path: String, status: StatusCode, naming: &[&str]) -> Bad
 }
 
 fn bad_body(
-    path: String,
-    content_type: Option<&'static str>,
-    body: impl Into<Vec<u8>>,
-    status: StatusCode,
+    path: String, content_type: Option<&'static str>, body: impl Into<Vec<u8>>, status: StatusCode,
     naming: &[&str],
 ) -> Bad {
     Bad {
@@ -991,10 +984,7 @@ backend_tests!(
 /// `n` copies of one request sent at once over real connections; the answers' statuses and
 /// JSON bodies.
 async fn race(
-    server: &common::Service,
-    n: usize,
-    path: &str,
-    body: Option<Value>,
+    server: &common::Service, n: usize, path: &str, body: Option<Value>,
 ) -> Vec<(StatusCode, Value)> {
     common::at_once(n, |_| {
         let (http, path, body) = (server.http.clone(), path.to_owned(), body.clone());

@@ -27,11 +27,7 @@ const READ: &str = "reader-token-0123";
 const WRITE: &str = "writer-token-4567";
 
 async fn call(
-    app: &Client,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
+    app: &Client, method: &str, path: &str, token: Option<&str>, body: Option<Value>,
 ) -> (StatusCode, String) {
     let bearer = token.map(|t| format!("Bearer {t}"));
     let mut headers: Vec<(&str, &str)> = bearer

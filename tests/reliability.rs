@@ -393,10 +393,7 @@ struct Timed {
 /// POSTs `body` to `url`, recording when it was sent and answered, and how, in `timeline`:
 /// the outcome and its status (0 for none).
 async fn timed_post(
-    http: &Client,
-    timeline: &Mutex<Vec<Timed>>,
-    url: &str,
-    body: Option<&Value>,
+    http: &Client, timeline: &Mutex<Vec<Timed>>, url: &str, body: Option<&Value>,
 ) -> (Result<Resp, String>, u16) {
     let sent = Instant::now();
     let r = http.try_post(url, body).await;

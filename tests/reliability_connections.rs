@@ -69,10 +69,7 @@ async fn h2_closed(driver: &mut JoinHandle<()>, limit: Duration) -> bool {
 /// Asserts that the server closed each of these connections within 10 s (naming the first
 /// one still open).
 async fn assert_closed(
-    tcp: &mut [TcpStream],
-    tcp_name: &str,
-    h2: &mut [(H2Sender, JoinHandle<()>)],
-    h2_name: &str,
+    tcp: &mut [TcpStream], tcp_name: &str, h2: &mut [(H2Sender, JoinHandle<()>)], h2_name: &str,
 ) {
     for (i, c) in tcp.iter_mut().enumerate() {
         assert!(

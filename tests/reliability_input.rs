@@ -444,11 +444,7 @@ async fn hostile_json_is_rejected_and_awkward_json_is_kept() {
 /// Writes up to `total` bytes of body in chunks while watching for an answer; returns the
 /// answer and how many bytes were written before it came (the server may close early).
 async fn stream_body(
-    s: &Serve,
-    head: &str,
-    chunked: bool,
-    total: usize,
-    limit: Duration,
+    s: &Serve, head: &str, chunked: bool, total: usize, limit: Duration,
 ) -> (Result<(u16, String), String>, usize) {
     let mut stream = tokio::net::TcpStream::connect(s.addr()).await.unwrap();
     stream.write_all(head.as_bytes()).await.unwrap();

@@ -50,9 +50,7 @@ async fn setup(ts: &TestStore) -> (FakeFlink, Service) {
 /// driving a savepoint of a fresh job, once Flink was polled `polls` times: the fake, the
 /// service, the executor, the job and the request-id.
 async fn held_savepoint(
-    ts: &TestStore,
-    owner: &str,
-    polls: usize,
+    ts: &TestStore, owner: &str, polls: usize,
 ) -> (FakeFlink, Service, RunningExecutor, String, String) {
     let (fake, service) = setup(ts).await;
     fake.hold();

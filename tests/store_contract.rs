@@ -108,11 +108,7 @@ contract_cases!(store_adapter);
 
 /// Every entry of a listing, page by page, checking the order and page sizes.
 async fn list_all(
-    store: &dyn Store,
-    kind: Kind,
-    cluster: &ClusterId,
-    filter: StateFilter,
-    limit: u32,
+    store: &dyn Store, kind: Kind, cluster: &ClusterId, filter: StateFilter, limit: u32,
 ) -> Vec<ResultEntry> {
     let mut all: Vec<ResultEntry> = Vec::new();
     let mut after = None;

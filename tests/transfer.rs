@@ -586,10 +586,7 @@ fn flink_reads(export: &Path) -> Vec<Value> {
 /// Flink sees exactly the stored entries and that its `hasDirtyEntry` and `hasCleanEntry`
 /// follow their states: (id, line, entry, dirty), by id.
 fn seen_by_flink<'a>(
-    lines: &'a [Value],
-    store: &str,
-    id_field: &str,
-    stored: &'a BTreeMap<String, ResultEntry>,
+    lines: &'a [Value], store: &str, id_field: &str, stored: &'a BTreeMap<String, ResultEntry>,
 ) -> Vec<(&'a String, &'a Value, &'a ResultEntry, bool)> {
     let read: BTreeMap<String, &Value> = lines
         .iter()

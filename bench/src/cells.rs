@@ -165,11 +165,7 @@ impl WorkerOut {
 /// load generator's scheduling stays out of the way); the direct side as tasks on the
 /// bench's multi-thread runtime (as serve runs).
 pub async fn run_cell(
-    timing: Timing,
-    work: &Arc<Work>,
-    target: &Target,
-    c: usize,
-    client_threads: usize,
+    timing: Timing, work: &Arc<Work>, target: &Target, c: usize, client_threads: usize,
     watch: &Watch,
 ) -> Side {
     let start = Instant::now();
@@ -249,10 +245,7 @@ pub async fn run_cell(
 
 /// The given clients as tasks of the current runtime, until each is done.
 async fn run_workers(
-    work: Arc<Work>,
-    target: Target,
-    clients: Vec<usize>,
-    window: Window,
+    work: Arc<Work>, target: Target, clients: Vec<usize>, window: Window,
 ) -> Vec<Result<WorkerOut, String>> {
     let mut set = tokio::task::JoinSet::new();
     for w in clients {

@@ -35,10 +35,7 @@ impl Client {
 
     /// Sends `method path` (with a JSON body if given); answers the status and the body.
     pub async fn send(
-        &mut self,
-        method: &'static str,
-        path: &str,
-        body: Option<Vec<u8>>,
+        &mut self, method: &'static str, path: &str, body: Option<Vec<u8>>,
     ) -> Result<(u16, Vec<u8>), String> {
         match self {
             Client::Raw(conn) => conn.send(method, path, body.as_deref()).await,
@@ -61,11 +58,7 @@ impl Client {
 
     /// Sends `method path`, expecting status `want`; answers the body.
     pub async fn expect(
-        &mut self,
-        method: &'static str,
-        path: &str,
-        body: Option<Vec<u8>>,
-        want: u16,
+        &mut self, method: &'static str, path: &str, body: Option<Vec<u8>>, want: u16,
     ) -> Result<Vec<u8>, String> {
         let (status, body) = self.send(method, path, body).await?;
         if status != want {
@@ -109,10 +102,7 @@ impl RawConn {
     }
 
     async fn send(
-        &mut self,
-        method: &str,
-        path: &str,
-        body: Option<&[u8]>,
+        &mut self, method: &str, path: &str, body: Option<&[u8]>,
     ) -> Result<(u16, Vec<u8>), String> {
         match tokio::time::timeout(HTTP_TIMEOUT, self.exchange(method, path, body)).await {
             Ok(Ok(answer)) => Ok(answer),
@@ -130,10 +120,7 @@ impl RawConn {
     }
 
     async fn exchange(
-        &mut self,
-        method: &str,
-        path: &str,
-        body: Option<&[u8]>,
+        &mut self, method: &str, path: &str, body: Option<&[u8]>,
     ) -> std::io::Result<(u16, Vec<u8>)> {
         use std::io::{Error, Write};
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -54,9 +54,7 @@ struct FlinkSide {
 }
 
 pub async fn run_comparisons(
-    args: &Args,
-    serve_bin: &Path,
-    payloads: Arc<Payloads>,
+    args: &Args, serve_bin: &Path, payloads: Arc<Payloads>,
 ) -> anyhow::Result<FlinkReport> {
     let which = args.comparisons();
     let mut report = FlinkReport::default();
@@ -109,12 +107,8 @@ pub async fn run_comparisons(
 
 /// Starts what `which` compares with, and warms each JVM up.
 async fn start_flink(
-    args: &Args,
-    payloads: &Arc<Payloads>,
-    which: &[Compare],
-    (home, scratch): (&Path, &Scratch),
-    flink: &mut FlinkSide,
-    setup: &mut Vec<String>,
+    args: &Args, payloads: &Arc<Payloads>, which: &[Compare], (home, scratch): (&Path, &Scratch),
+    flink: &mut FlinkSide, setup: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let http = |base: &str| Target::Http {
         base: base.to_owned(),
@@ -217,10 +211,7 @@ fn check(what: &str, side: &Side) -> anyhow::Result<()> {
 
 /// Each backend on a fresh database and serve of its own.
 async fn compare(
-    args: &Args,
-    serve_bin: &Path,
-    flink: &FlinkSide,
-    report: &mut FlinkReport,
+    args: &Args, serve_bin: &Path, flink: &FlinkSide, report: &mut FlinkReport,
 ) -> anyhow::Result<()> {
     for &backend in &args.backends {
         let fresh = Fresh::create(args, backend).await?;
@@ -247,10 +238,7 @@ async fn compare(
 
 /// Every comparison against one serve; each concurrency jobstore first, then Flink.
 async fn compare_backend(
-    args: &Args,
-    serve: &Serve,
-    db: &Database,
-    flink: &FlinkSide,
+    args: &Args, serve: &Serve, db: &Database, flink: &FlinkSide,
 ) -> anyhow::Result<Vec<Comparison>> {
     if let Some(cluster) = &flink.cluster {
         let ops: Vec<(Id, Id, Outcome)> = flink
@@ -305,9 +293,7 @@ async fn compare_backend(
 
 /// The status poll answers the same on both sides (the same JSON).
 async fn same_answers(
-    jobstore: &str,
-    flink: &str,
-    savepoints: &[(Id, Id, String)],
+    jobstore: &str, flink: &str, savepoints: &[(Id, Id, String)],
 ) -> anyhow::Result<()> {
     for (job, trigger, _) in savepoints {
         let path = format!("/jobs/{job}/savepoints/{trigger}");

@@ -77,10 +77,7 @@ pub struct Store(Arc<dyn store::Store>);
 
 impl Store {
     pub async fn open(
-        url: &str,
-        max_connections: u32,
-        timeout: Duration,
-        migrate: bool,
+        url: &str, max_connections: u32, timeout: Duration, migrate: bool,
     ) -> anyhow::Result<Store> {
         Ok(Store(
             store::open(&StoreConfig {
@@ -95,10 +92,7 @@ impl Store {
 
     /// Flink's createDirtyResult: `result` is the file's `result` object.
     pub async fn create_job_result(
-        &self,
-        cluster: &Cluster,
-        id: Id,
-        result: &Value,
+        &self, cluster: &Cluster, id: Id, result: &Value,
     ) -> Result<(), String> {
         self.0
             .create_result(&cluster.0, ResultId::Job(id.job()), result)
@@ -122,10 +116,7 @@ impl Store {
 
     /// The store call of a savepoint status poll (no JSON: the statement alone).
     pub async fn has_operation(
-        &self,
-        cluster: &Cluster,
-        job: Id,
-        trigger: Id,
+        &self, cluster: &Cluster, job: Id, trigger: Id,
     ) -> Result<(), String> {
         match self.0.get_operation(&key(cluster, job, trigger)).await {
             Ok(Some(_)) => Ok(()),

@@ -234,10 +234,7 @@ impl FlinkCluster {
     /// Polls `probe` every 200 ms until it answers, both processes are alive and `within`
     /// has not passed.
     async fn until<T, F: Future<Output = Option<T>>>(
-        &mut self,
-        within: Duration,
-        what: &str,
-        probe: impl Fn() -> F,
+        &mut self, within: Duration, what: &str, probe: impl Fn() -> F,
     ) -> anyhow::Result<T> {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {

@@ -62,10 +62,7 @@ impl Fresh {
 }
 
 pub async fn run_backend(
-    args: &Args,
-    backend: Backend,
-    serve_bin: &Path,
-    payloads: Arc<Payloads>,
+    args: &Args, backend: Backend, serve_bin: &Path, payloads: Arc<Payloads>,
 ) -> anyhow::Result<BackendReport> {
     let fresh = Fresh::create(args, backend).await?;
     let outcome = run_on(args, &fresh.db, &fresh.log.path, serve_bin, payloads).await;
@@ -73,11 +70,7 @@ pub async fn run_backend(
 }
 
 async fn run_on(
-    args: &Args,
-    db: &Database,
-    log: &Path,
-    serve_bin: &Path,
-    payloads: Arc<Payloads>,
+    args: &Args, db: &Database, log: &Path, serve_bin: &Path, payloads: Arc<Payloads>,
 ) -> anyhow::Result<BackendReport> {
     // First start: an empty database, migrations applied by serve.
     let (mut serve, first) =
@@ -124,11 +117,7 @@ async fn run_on(
 
 /// The matrix and the scale test against a running serve.
 async fn bench_serve(
-    args: &Args,
-    db: &Database,
-    serve: &Serve,
-    payloads: Arc<Payloads>,
-    sampler: &RssSampler,
+    args: &Args, db: &Database, serve: &Serve, payloads: Arc<Payloads>, sampler: &RssSampler,
 ) -> anyhow::Result<BackendReport> {
     let backend = db.backend;
     // The baseline: the same store, the same statements and pool settings, in-process.

@@ -96,10 +96,7 @@ pub fn free_port() -> anyhow::Result<u16> {
 /// Polls `url` until it answers 200 (or `process` exits, or `within` has passed since
 /// `started`); answers the time since `started`.
 pub async fn wait_ok(
-    process: &mut Process,
-    url: &str,
-    started: Instant,
-    within: Duration,
+    process: &mut Process, url: &str, started: Instant, within: Duration,
 ) -> anyhow::Result<Duration> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
@@ -138,11 +135,7 @@ pub struct Serve {
 impl Serve {
     /// Starts serve; answers it and the time from spawning it to the first 200 of /readyz.
     pub async fn start(
-        args: &Args,
-        bin: &Path,
-        db: &Database,
-        log: &Path,
-        ready_within: Duration,
+        args: &Args, bin: &Path, db: &Database, log: &Path, ready_within: Duration,
     ) -> anyhow::Result<(Serve, Duration)> {
         let mut last_err = None;
         // A port found free may be taken before serve binds it: try a few.

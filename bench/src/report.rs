@@ -17,10 +17,7 @@ pub struct Cell {
 
 impl Cell {
     pub fn new(
-        backend: &'static str,
-        workload: &'static str,
-        concurrency: usize,
-        direct: Option<Side>,
+        backend: &'static str, workload: &'static str, concurrency: usize, direct: Option<Side>,
         http: Option<Side>,
     ) -> Cell {
         let ratio = match (&direct, &http) {
@@ -71,12 +68,8 @@ pub struct Comparison {
 
 impl Comparison {
     pub fn new(
-        workload: &'static str,
-        backend: &'static str,
-        concurrency: usize,
-        flink_server: &'static str,
-        jobstore: Side,
-        flink: Side,
+        workload: &'static str, backend: &'static str, concurrency: usize,
+        flink_server: &'static str, jobstore: Side, flink: Side,
     ) -> Comparison {
         let ratio = (flink.ops_per_sec > 0.0).then(|| jobstore.ops_per_sec / flink.ops_per_sec);
         Comparison {

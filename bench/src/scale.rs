@@ -91,9 +91,7 @@ fn with_literals(sql: &str) -> String {
 /// Loads the entries; answers the plan of the listing, and on PostgreSQL the generic plan
 /// of its prepared statement.
 async fn load_and_explain(
-    db: &Database,
-    clean: u64,
-    dirty: u64,
+    db: &Database, clean: u64, dirty: u64,
 ) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     let statement = direct::list_dirty_sql(db.backend);
     let script = sqlx::AssertSqlSafe(load_script(db.backend, clean, dirty));
@@ -166,11 +164,7 @@ async fn load_and_explain(
 }
 
 pub async fn scale_test(
-    args: &Args,
-    db: &Database,
-    store: &Store,
-    serve: &Serve,
-    rss_phase: &AtomicU64,
+    args: &Args, db: &Database, store: &Store, serve: &Serve, rss_phase: &AtomicU64,
 ) -> anyhow::Result<ScaleReport> {
     let (clean, dirty) = (args.scale_clean, args.scale_dirty.max(1));
     println!(

@@ -33,9 +33,7 @@ pub struct Work {
 
 impl Work {
     pub fn new(
-        workload: Workload,
-        payloads: Arc<Payloads>,
-        large_percent: f64,
+        workload: Workload, payloads: Arc<Payloads>, large_percent: f64,
         operations: Arc<Vec<(Id, Id)>>,
     ) -> anyhow::Result<Arc<Work>> {
         Ok(Arc::new(Work {
@@ -51,9 +49,7 @@ impl Work {
 
     /// One operation; a cycle answers its create's and its clean's time.
     pub async fn once(
-        &self,
-        conn: &mut Conn,
-        rng: &mut Rng,
+        &self, conn: &mut Conn, rng: &mut Rng,
     ) -> Result<Option<(Duration, Duration)>, String> {
         match self.workload {
             Workload::Cycle => {
@@ -191,10 +187,7 @@ pub fn mixed_operations(n: usize, payloads: &Payloads) -> Vec<(Id, Id, Outcome)>
 /// Creates savepoint operations in serve's default cluster through the API (Flink's
 /// trigger request, then jobstore's completion); answers their (job, trigger) pairs.
 pub async fn create_operations(
-    client: &reqwest::Client,
-    base: &str,
-    target_directory: &str,
-    ops: &[(Id, Id, Outcome)],
+    client: &reqwest::Client, base: &str, target_directory: &str, ops: &[(Id, Id, Outcome)],
 ) -> anyhow::Result<Vec<(Id, Id)>> {
     for (job, trigger, outcome) in ops {
         let res = client
@@ -228,10 +221,7 @@ pub async fn create_operations(
 /// the usual payload mix (one in 20 with the 36 KB failure-cause). Answers the size of its
 /// `state=dirty` listing.
 pub async fn setup_list_cluster(
-    client: &reqwest::Client,
-    base: &str,
-    n: usize,
-    payloads: &Payloads,
+    client: &reqwest::Client, base: &str, n: usize, payloads: &Payloads,
 ) -> anyhow::Result<usize> {
     // Even i dirty, odd i clean; pair i / 2 decides the payload.
     for i in 0..2 * n {

@@ -181,11 +181,7 @@ impl Tokens {
     /// other text of the line: a line with its fields out of order would have the token
     /// where a scope or a pattern belongs.
     fn add(
-        &mut self,
-        scope: &str,
-        clusters: Option<(&str, char)>,
-        token: &str,
-        origin: &str,
+        &mut self, scope: &str, clusters: Option<(&str, char)>, token: &str, origin: &str,
     ) -> Result<(), String> {
         let scope = Scope::parse(scope.trim())
             .ok_or_else(|| format!("{origin}: scope must be `read`, `write` or `admin`"))?;

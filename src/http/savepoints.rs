@@ -138,10 +138,7 @@ async fn stop(state: State<AppState>, params: Params, body: RawBody) -> ApiResul
 }
 
 async fn start_operation(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    RawBody(bytes): RawBody,
-    stop: bool,
+    State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody, stop: bool,
 ) -> ApiResult<Response> {
     let cluster = cluster_of(&state, &params)?;
     let job: JobId = flink_id(&params, "jobid")?;
@@ -219,8 +216,7 @@ pub fn status_json(op: &Operation) -> Value {
 }
 
 async fn status(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
     let job = flink_id(&params, "jobid")?;
@@ -257,9 +253,7 @@ pub fn operation_json(op: &Operation) -> Value {
 }
 
 async fn complete(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(body): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
     let job: JobId = parse_hex(
@@ -333,8 +327,7 @@ struct ListQuery {
 }
 
 async fn list(
-    State(state): State<AppState>,
-    PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;
@@ -408,8 +401,7 @@ fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
 }
 
 async fn get_cluster(
-    State(state): State<AppState>,
-    PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
 ) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;
     match state.store.get_cluster(&cluster).await? {
@@ -425,8 +417,7 @@ async fn get_cluster(
 }
 
 async fn put_cluster(
-    State(state): State<AppState>,
-    PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
     JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;

@@ -156,9 +156,7 @@ struct Counter {
 
 /// The parameters of a fenced statement: the cluster and the epoch first, then `tail`.
 fn fenced_args<'a, const N: usize>(
-    cluster: &'a ClusterId,
-    epoch: i64,
-    tail: [Arg<'a>; N],
+    cluster: &'a ClusterId, epoch: i64, tail: [Arg<'a>; N],
 ) -> Vec<Arg<'a>> {
     let mut args = vec![Arg::str(cluster.as_str()), Arg::Int(epoch)];
     args.extend(tail);
@@ -168,10 +166,7 @@ fn fenced_args<'a, const N: usize>(
 /// The parameters of a fenced statement on one state handle: cluster, epoch, kind, job,
 /// name, then `tail`.
 fn handle_args<'a, const N: usize>(
-    cluster: &'a ClusterId,
-    epoch: i64,
-    key: &'a StateHandleKey,
-    tail: [Arg<'a>; N],
+    cluster: &'a ClusterId, epoch: i64, key: &'a StateHandleKey, tail: [Arg<'a>; N],
 ) -> Vec<Arg<'a>> {
     let mut args = fenced_args(
         cluster,
@@ -261,21 +256,14 @@ impl Store for SqlStore {
     // ---- Result stores ----
 
     async fn create_result(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
-        result: &Value,
+        &self, cluster: &ClusterId, id: ResultId, result: &Value,
     ) -> StoreResult<ResultEntry> {
         self.create_result_as(cluster, id, result, ResultState::Dirty)
             .await
     }
 
     async fn create_result_as(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
-        result: &Value,
-        state: ResultState,
+        &self, cluster: &ClusterId, id: ResultId, result: &Value, state: ResultState,
     ) -> StoreResult<ResultEntry> {
         self.within(async {
             let insert = pick(
@@ -316,9 +304,7 @@ impl Store for SqlStore {
     }
 
     async fn get_result(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
+        &self, cluster: &ClusterId, id: ResultId,
     ) -> StoreResult<Option<ResultEntry>> {
         self.within(async {
             let get = pick(
@@ -333,9 +319,7 @@ impl Store for SqlStore {
     }
 
     async fn mark_result_clean(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
+        &self, cluster: &ClusterId, id: ResultId,
     ) -> StoreResult<ResultEntry> {
         self.within(async {
             let kind = id.kind();
@@ -370,11 +354,7 @@ impl Store for SqlStore {
     }
 
     async fn list_results(
-        &self,
-        kind: ResultKind,
-        cluster: &ClusterId,
-        filter: StateFilter,
-        page: Page,
+        &self, kind: ResultKind, cluster: &ClusterId, filter: StateFilter, page: Page,
     ) -> StoreResult<Vec<ResultEntry>> {
         self.within(async {
             let list = match filter {
@@ -465,9 +445,7 @@ impl Store for SqlStore {
     }
 
     async fn list_operations(
-        &self,
-        cluster: &ClusterId,
-        filter: &OperationFilter,
+        &self, cluster: &ClusterId, filter: &OperationFilter,
     ) -> StoreResult<Vec<Operation>> {
         self.within(async {
             let (after_job, after_request) = match filter.after {
@@ -488,10 +466,7 @@ impl Store for SqlStore {
     }
 
     async fn complete_operation(
-        &self,
-        key: &OperationKey,
-        outcome: &Outcome,
-        fence: Option<i32>,
+        &self, key: &OperationKey, outcome: &Outcome, fence: Option<i32>,
     ) -> StoreResult<Operation> {
         self.within(async {
             let (location, cause) = match outcome {
@@ -545,11 +520,7 @@ impl Store for SqlStore {
     }
 
     async fn renew_operation(
-        &self,
-        key: &OperationKey,
-        attempt: i32,
-        lease: Duration,
-        progress: &Progress,
+        &self, key: &OperationKey, attempt: i32, lease: Duration, progress: &Progress,
     ) -> StoreResult<bool> {
         self.within(async {
             let mut args = key_args(key);
@@ -581,9 +552,7 @@ impl Store for SqlStore {
     }
 
     async fn put_cluster(
-        &self,
-        config: &ClusterConfig,
-        by: ConfiguredBy,
+        &self, config: &ClusterConfig, by: ConfiguredBy,
     ) -> StoreResult<Option<ClusterConfig>> {
         self.within(async {
             let put = match by {
@@ -613,10 +582,7 @@ impl Store for SqlStore {
     // ---- Flink's HA services ----
 
     async fn acquire_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        duration: Duration,
+        &self, cluster: &ClusterId, holder: &str, duration: Duration,
     ) -> StoreResult<Option<Lease>> {
         self.within(async {
             let args = [
@@ -633,11 +599,7 @@ impl Store for SqlStore {
     }
 
     async fn renew_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        epoch: i64,
-        duration: Duration,
+        &self, cluster: &ClusterId, holder: &str, epoch: i64, duration: Duration,
     ) -> StoreResult<bool> {
         self.within(async {
             let args = [
@@ -652,10 +614,7 @@ impl Store for SqlStore {
     }
 
     async fn release_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        epoch: i64,
+        &self, cluster: &ClusterId, holder: &str, epoch: i64,
     ) -> StoreResult<bool> {
         self.within(async {
             let args = [
@@ -669,12 +628,7 @@ impl Store for SqlStore {
     }
 
     async fn publish_leader_info(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        component: &str,
-        address: &str,
-        session_id: &str,
+        &self, cluster: &ClusterId, epoch: i64, component: &str, address: &str, session_id: &str,
     ) -> StoreResult<LeaderInfo> {
         let tail = [Arg::str(component), Arg::str(address), Arg::str(session_id)];
         let args = fenced_args(cluster, epoch, tail);
@@ -686,10 +640,7 @@ impl Store for SqlStore {
     }
 
     async fn delete_leader_info(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        component: &str,
+        &self, cluster: &ClusterId, epoch: i64, component: &str,
     ) -> StoreResult<bool> {
         let args = fenced_args(cluster, epoch, [Arg::str(component)]);
         let deleted = self
@@ -709,9 +660,7 @@ impl Store for SqlStore {
     }
 
     async fn get_leader_info(
-        &self,
-        cluster: &ClusterId,
-        component: &str,
+        &self, cluster: &ClusterId, component: &str,
     ) -> StoreResult<Option<LeaderInfo>> {
         let args = [Arg::str(cluster.as_str()), Arg::str(component)];
         self.within(self.read_one(sql::HA_LEADER_INFO_GET, &args))
@@ -725,11 +674,7 @@ impl Store for SqlStore {
     }
 
     async fn add_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
-        handle: &[u8],
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, handle: &[u8],
     ) -> StoreResult<i64> {
         let args = handle_args(cluster, epoch, key, [Arg::Bytes(handle)]);
         let added = self.fenced::<Version>(sql::HA_STATE_HANDLE_ADD, &args);
@@ -737,11 +682,7 @@ impl Store for SqlStore {
     }
 
     async fn replace_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
-        expected_version: i64,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, expected_version: i64,
         handle: &[u8],
     ) -> StoreResult<i64> {
         let tail = [Arg::Int(expected_version), Arg::Bytes(handle)];
@@ -769,10 +710,7 @@ impl Store for SqlStore {
     }
 
     async fn mark_state_handle_for_deletion(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
     ) -> StoreResult<i64> {
         let args = handle_args(cluster, epoch, key, []);
         self.within(async {
@@ -790,19 +728,14 @@ impl Store for SqlStore {
     }
 
     async fn get_state_handle(
-        &self,
-        cluster: &ClusterId,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, key: &StateHandleKey,
     ) -> StoreResult<Option<StateHandle>> {
         self.within(self.state_handle(Side::Write, cluster, key))
             .await
     }
 
     async fn list_state_handles(
-        &self,
-        cluster: &ClusterId,
-        kind: HaKind,
-        job: Option<JobId>,
+        &self, cluster: &ClusterId, kind: HaKind, job: Option<JobId>,
     ) -> StoreResult<Vec<StateHandle>> {
         let args = [
             Arg::str(cluster.as_str()),
@@ -814,10 +747,7 @@ impl Store for SqlStore {
     }
 
     async fn remove_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
     ) -> StoreResult<bool> {
         let args = handle_args(cluster, epoch, key, []);
         self.within(self.fenced_change(sql::HA_STATE_HANDLE_REMOVE, &args))
@@ -825,10 +755,7 @@ impl Store for SqlStore {
     }
 
     async fn counter_get_and_increment(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId,
     ) -> StoreResult<i64> {
         let args = fenced_args(cluster, epoch, [Arg::text(job)]);
         let next = self.fenced::<Counter>(sql::HA_COUNTER_GET_AND_INCREMENT, &args);
@@ -845,11 +772,7 @@ impl Store for SqlStore {
     }
 
     async fn counter_set(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
-        value: i64,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId, value: i64,
     ) -> StoreResult<()> {
         let args = fenced_args(cluster, epoch, [Arg::text(job), Arg::Int(value)]);
         let set = self.fenced::<Counter>(sql::HA_COUNTER_SET, &args);
@@ -863,10 +786,7 @@ impl Store for SqlStore {
     }
 
     async fn remove_job_ha_data(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId,
     ) -> StoreResult<()> {
         let statements = [
             sql::HA_JOB_LEADER_INFO_DELETE,
@@ -880,9 +800,7 @@ impl Store for SqlStore {
     }
 
     async fn remove_cluster_ha_data(
-        &self,
-        cluster: &ClusterId,
-        epoch: Option<i64>,
+        &self, cluster: &ClusterId, epoch: Option<i64>,
     ) -> StoreResult<()> {
         let statements = [
             sql::HA_CLUSTER_LEADER_INFO_DELETE,
@@ -899,10 +817,7 @@ impl Store for SqlStore {
 
 impl SqlStore {
     async fn state_handle(
-        &self,
-        side: Side,
-        cluster: &ClusterId,
-        key: &StateHandleKey,
+        &self, side: Side, cluster: &ClusterId, key: &StateHandleKey,
     ) -> StoreResult<Option<StateHandle>> {
         let args = [
             Arg::str(cluster.as_str()),
@@ -942,10 +857,7 @@ impl SqlStore {
     }
 
     async fn read_all<T: Decoded>(
-        &self,
-        side: Side,
-        sql: Sql,
-        args: &[Arg<'_>],
+        &self, side: Side, sql: Sql, args: &[Arg<'_>],
     ) -> StoreResult<Vec<T>> {
         Ok(self.db.all(side, sql, args).await?)
     }
@@ -954,11 +866,7 @@ impl SqlStore {
     /// transaction, after the fence check when an epoch is given (on PostgreSQL its share
     /// lock holds off a takeover until the commit).
     async fn cleanup(
-        &self,
-        cluster: &ClusterId,
-        epoch: Option<i64>,
-        job: Option<JobId>,
-        statements: &[Sql],
+        &self, cluster: &ClusterId, epoch: Option<i64>, job: Option<JobId>, statements: &[Sql],
     ) -> StoreResult<()> {
         let mut tx = self.db.begin().await?;
         if let Some(epoch) = epoch {

@@ -346,9 +346,7 @@ fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Running {
 
 /// Records every request, then answers 500 when switched to.
 async fn record(
-    State(shared): State<Shared>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
+    State(shared): State<Shared>, req: axum::extract::Request, next: axum::middleware::Next,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
@@ -396,10 +394,7 @@ async fn record(
 
 /// `POST /jobs/:jobid/savepoints` and `POST /jobs/:jobid/stop`.
 async fn trigger_route(
-    State(shared): State<Shared>,
-    Path(job): Path<String>,
-    uri: Uri,
-    body: Bytes,
+    State(shared): State<Shared>, Path(job): Path<String>, uri: Uri, body: Bytes,
 ) -> Response {
     let stop = uri.path().ends_with("/stop");
     trigger(shared, job, body, stop).await
@@ -483,8 +478,7 @@ async fn trigger(shared: Shared, job: String, body: Bytes, stop: bool) -> Respon
 }
 
 async fn status(
-    State(shared): State<Shared>,
-    Path((job, trigger)): Path<(String, String)>,
+    State(shared): State<Shared>, Path((job, trigger)): Path<(String, String)>,
 ) -> Response {
     for (name, value) in [("jobid", &job), ("triggerid", &trigger)] {
         if !is_hex32(value) {

@@ -246,11 +246,7 @@ impl Client {
     /// Any request, with these headers; a refused, reset or timed-out connection is `Err`
     /// (the router in-process always answers).
     pub async fn try_send(
-        &self,
-        method: Method,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: impl Into<Bytes>,
+        &self, method: Method, path: &str, headers: &[(&str, &str)], body: impl Into<Bytes>,
     ) -> Result<Resp, String> {
         let body: Bytes = body.into();
         let start = Instant::now();
@@ -306,11 +302,7 @@ impl Client {
 
     /// Any request; `content_type` None sends none.
     pub async fn request(
-        &self,
-        method: Method,
-        path: &str,
-        content_type: Option<&str>,
-        body: impl Into<Bytes>,
+        &self, method: Method, path: &str, content_type: Option<&str>, body: impl Into<Bytes>,
     ) -> Resp {
         let headers: Vec<(&str, &str)> = content_type
             .map(|ct| ("content-type", ct))

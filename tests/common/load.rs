@@ -215,9 +215,7 @@ impl Worker<'_> {
     /// Sends one write, each attempt on the next replica, until an answer below 500 or the
     /// end of the attempts: that answer's attempt and status.
     async fn send(
-        &mut self,
-        url: impl Fn(&str) -> String,
-        body: Option<&Value>,
+        &mut self, url: impl Fn(&str) -> String, body: Option<&Value>,
     ) -> Option<(usize, u16)> {
         for attempt in 0..self.plan.attempts {
             let server = {

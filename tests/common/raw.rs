@@ -23,9 +23,7 @@ impl Serve {
 /// Sends raw bytes on a new connection and reads the answer until the server closes the
 /// connection or `limit` passes: (status, head and body as text).
 pub async fn raw_request(
-    addr: &str,
-    request: &[u8],
-    limit: Duration,
+    addr: &str, request: &[u8], limit: Duration,
 ) -> Result<(u16, String), String> {
     let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     stream.write_all(request).await.map_err(|e| e.to_string())?;
@@ -34,8 +32,7 @@ pub async fn raw_request(
 
 /// Reads one HTTP/1.1 answer (head and, with a Content-Length, the body) from `stream`.
 pub async fn read_answer(
-    stream: &mut (impl AsyncRead + Unpin),
-    limit: Duration,
+    stream: &mut (impl AsyncRead + Unpin), limit: Duration,
 ) -> Result<(u16, String), String> {
     let deadline = tokio::time::Instant::now() + limit;
     let mut buf = Vec::new();

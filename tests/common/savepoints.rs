@@ -36,9 +36,7 @@ pub struct RunningExecutor {
 
 impl RunningExecutor {
     pub fn spawn(
-        store: SharedStore,
-        config: ExecutorConfig,
-        wakeup: Arc<tokio::sync::Notify>,
+        store: SharedStore, config: ExecutorConfig, wakeup: Arc<tokio::sync::Notify>,
     ) -> RunningExecutor {
         let token = CancellationToken::new();
         let owner = config.owner.clone();
@@ -145,11 +143,7 @@ pub async fn status(c: &Client, prefix: &str, job: &str, request: &str) -> Value
 /// Polls the status until `COMPLETED`; the `operation` object. Asserts every answer on
 /// the way is one of Flink's two shapes.
 pub async fn wait_completed(
-    c: &Client,
-    prefix: &str,
-    job: &str,
-    request: &str,
-    within: Duration,
+    c: &Client, prefix: &str, job: &str, request: &str, within: Duration,
 ) -> Value {
     eventually(
         format!("operation {request} of job {job} COMPLETED"),
@@ -198,10 +192,7 @@ pub async fn listed(c: &Client, cluster: &str, job: &str, request: &str) -> Opti
 
 /// Configures a cluster with `PUT /v1/clusters/<c>`, asserting 200.
 pub async fn put_cluster(
-    c: &Client,
-    cluster: &str,
-    flink_rest_url: Option<&str>,
-    savepoint_directory: Option<&str>,
+    c: &Client, cluster: &str, flink_rest_url: Option<&str>, savepoint_directory: Option<&str>,
 ) -> Value {
     let r = c
         .put_json(

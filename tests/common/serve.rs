@@ -105,10 +105,7 @@ impl Serve {
     const NAME: &str = "jobstore serve";
 
     async fn start_with(
-        name: &str,
-        database_url: &str,
-        flags: &[&str],
-        env: &[(&str, &str)],
+        name: &str, database_url: &str, flags: &[&str], env: &[(&str, &str)],
     ) -> Serve {
         let mut serve = Serve::spawn(name, database_url, flags, env);
         serve.wait_ready(Duration::from_secs(30)).await;

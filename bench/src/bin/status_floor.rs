@@ -88,11 +88,7 @@ fn status_ids(req: &Request<Incoming>) -> Option<(Id, Id)> {
 }
 
 async fn status(
-    store: &Store,
-    cluster: &Cluster,
-    job: Id,
-    trigger: Id,
-    nodb: bool,
+    store: &Store, cluster: &Cluster, job: Id, trigger: Id, nodb: bool,
 ) -> Response<Full<Bytes>> {
     let body = if nodb {
         Some(br#"{"status":{"id":"COMPLETED"},"operation":{"location":"file:/x"}}"#.to_vec())
