@@ -155,16 +155,17 @@ pub trait Store: Send + Sync + 'static {
         &self, cluster: &ClusterId, epoch: i64, component: &str, address: &str, session_id: &str,
     ) -> StoreResult<LeaderInfo>;
 
-    /// Removes a component's leader information, fenced; false when there was none.
-    async fn delete_leader_info(
-        &self, cluster: &ClusterId, epoch: i64, component: &str,
-    ) -> StoreResult<bool>;
-
+    /// A component's leader information; `None` when its leader published none.
     async fn get_leader_info(
         &self, cluster: &ClusterId, component: &str,
     ) -> StoreResult<Option<LeaderInfo>>;
 
     async fn list_leader_info(&self, cluster: &ClusterId) -> StoreResult<Vec<LeaderInfo>>;
+
+    /// Removes a component's leader information, fenced; false when there was none.
+    async fn delete_leader_info(
+        &self, cluster: &ClusterId, epoch: i64, component: &str,
+    ) -> StoreResult<bool>;
 
     /// A receiver whose value changes whenever some cluster's leader information may have
     /// changed: at once for this process's writes, and on PostgreSQL for every other
@@ -190,6 +191,8 @@ pub trait Store: Send + Sync + 'static {
         &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
     ) -> StoreResult<i64>;
 
+    /// A state handle, also one marked for deletion (Flink's `exists` takes those for
+    /// absent; the HTTP answer says `marked-for-deletion`).
     async fn get_state_handle(
         &self, cluster: &ClusterId, key: &StateHandleKey,
     ) -> StoreResult<Option<StateHandle>>;

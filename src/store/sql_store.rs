@@ -181,6 +181,11 @@ fn handle_args<'a, const N: usize>(
     args
 }
 
+/// The parameters of a result-store entry's key: cluster, id.
+fn result_args(cluster: &ClusterId, id: ResultId) -> [Arg<'_>; 2] {
+    [Arg::str(cluster.as_str()), Arg::text(id)]
+}
+
 /// The parameters of an operation's key: cluster, job, request.
 fn key_args(key: &OperationKey) -> Vec<Arg<'_>> {
     vec![
@@ -312,8 +317,7 @@ impl Store for SqlStore {
                 sql::JOB_RESULTS_GET,
                 sql::APPLICATION_RESULTS_GET,
             );
-            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
-            entry(self.db.optional(Side::Read, get, &args).await?)
+            entry(self.read_one(get, &result_args(cluster, id)).await?)
         })
         .await
     }
@@ -323,7 +327,7 @@ impl Store for SqlStore {
     ) -> StoreResult<ResultEntry> {
         self.within(async {
             let kind = id.kind();
-            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
+            let args = result_args(cluster, id);
             let clean = pick(
                 kind,
                 sql::JOB_RESULTS_MARK_CLEAN,
@@ -347,8 +351,7 @@ impl Store for SqlStore {
                 sql::JOB_RESULTS_DELETE,
                 sql::APPLICATION_RESULTS_DELETE,
             );
-            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
-            Ok(self.db.execute(delete, &args).await? > 0)
+            Ok(self.db.execute(delete, &result_args(cluster, id)).await? > 0)
         })
         .await
     }
@@ -511,10 +514,7 @@ impl Store for SqlStore {
     async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>> {
         self.within(async {
             let args = [Arg::str(owner), Arg::millis(lease)];
-            Ok(self
-                .db
-                .optional(Side::Write, sql::OPERATIONS_CLAIM, &args)
-                .await?)
+            self.write_one(sql::OPERATIONS_CLAIM, &args).await
         })
         .await
     }
@@ -590,10 +590,7 @@ impl Store for SqlStore {
                 Arg::str(holder),
                 Arg::millis(duration),
             ];
-            Ok(self
-                .db
-                .optional(Side::Write, sql::HA_LEASE_ACQUIRE, &args)
-                .await?)
+            self.write_one(sql::HA_LEASE_ACQUIRE, &args).await
         })
         .await
     }
@@ -602,12 +599,7 @@ impl Store for SqlStore {
         &self, cluster: &ClusterId, holder: &str, epoch: i64, duration: Duration,
     ) -> StoreResult<bool> {
         self.within(async {
-            let args = [
-                Arg::str(cluster.as_str()),
-                Arg::Int(epoch),
-                Arg::str(holder),
-                Arg::millis(duration),
-            ];
+            let args = fenced_args(cluster, epoch, [Arg::str(holder), Arg::millis(duration)]);
             Ok(self.db.execute(sql::HA_LEASE_RENEW, &args).await? == 1)
         })
         .await
@@ -617,11 +609,7 @@ impl Store for SqlStore {
         &self, cluster: &ClusterId, holder: &str, epoch: i64,
     ) -> StoreResult<bool> {
         self.within(async {
-            let args = [
-                Arg::str(cluster.as_str()),
-                Arg::Int(epoch),
-                Arg::str(holder),
-            ];
+            let args = fenced_args(cluster, epoch, [Arg::str(holder)]);
             Ok(self.db.execute(sql::HA_LEASE_RELEASE, &args).await? == 1)
         })
         .await
@@ -850,6 +838,11 @@ impl SqlStore {
             .optional(Side::Write, sql::HA_FENCE_CHECK, &args[..2])
             .await?;
         live.map(|_| false).ok_or(StoreError::Fenced)
+    }
+
+    /// A write that answers at most one row.
+    async fn write_one<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<Option<T>> {
+        Ok(self.db.optional(Side::Write, sql, args).await?)
     }
 
     async fn read_one<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<Option<T>> {
