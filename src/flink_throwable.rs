@@ -68,18 +68,24 @@ pub fn serialized_throwable_bytes(class: &str, message: &str, stack_trace: &str)
     outer.out
 }
 
-// The constants of java.io.ObjectStreamConstants that these streams use.
+// The constants of java.io.ObjectStreamConstants that these streams use: the header,
 const STREAM_MAGIC: u16 = 0xACED;
 const STREAM_VERSION: u16 = 5;
+const BASE_WIRE_HANDLE: u32 = 0x7E_0000;
+
+// the tags of what comes next: values,
 const TC_NULL: u8 = 0x70;
 const TC_REFERENCE: u8 = 0x71;
-const TC_CLASSDESC: u8 = 0x72;
 const TC_OBJECT: u8 = 0x73;
-const TC_STRING: u8 = 0x74;
 const TC_ARRAY: u8 = 0x75;
-const TC_ENDBLOCKDATA: u8 = 0x78;
+
+// strings,
+const TC_STRING: u8 = 0x74;
 const TC_LONGSTRING: u8 = 0x7C;
-const BASE_WIRE_HANDLE: u32 = 0x7E_0000;
+
+// and class descriptors, with their flags.
+const TC_CLASSDESC: u8 = 0x72;
+const TC_ENDBLOCKDATA: u8 = 0x78;
 const SC_WRITE_METHOD: u8 = 0x01;
 const SC_SERIALIZABLE: u8 = 0x02;
 

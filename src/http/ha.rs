@@ -72,7 +72,7 @@ pub fn router() -> Router<AppState> {
             &format!("{base}/counters/{{jobid}}/get-and-increment"),
             post(increment_counter),
         )
-        .route(&format!("{base}/jobs/{{jobid}}"), delete(remove_job_data))
+        .route(&format!("{base}/jobs/{{jobid}}"), delete(remove_job))
 }
 
 type Params = PathParams<HashMap<String, String>>;
@@ -621,22 +621,32 @@ async fn set_counter(
 }
 
 async fn remove_counter(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
+    state: State<AppState>, params: Params, v: JsonValue,
 ) -> ApiResult<Response> {
-    let (c, job, b): (_, _, EpochOnly) = job_write(&params, v)?;
-    let removed = state.store.counter_remove(&c, b.epoch, job).await;
-    removed.map_err(ApiError::from)?;
-    Ok(no_content())
+    remove_job_data(state, params, v, JobData::Counter).await
 }
 
 /// Flink's `internalCleanupJobData`: the job's leader information, checkpoints, execution
 /// plan and counter, in one transaction.
+async fn remove_job(state: State<AppState>, params: Params, v: JsonValue) -> ApiResult<Response> {
+    remove_job_data(state, params, v, JobData::All).await
+}
+
+/// What of a job's HA data a removal takes.
+enum JobData {
+    Counter,
+    All,
+}
+
 async fn remove_job_data(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
+    what: JobData,
 ) -> ApiResult<Response> {
     let (c, job, b): (_, _, EpochOnly) = job_write(&params, v)?;
-    let removed = state.store.remove_job_ha_data(&c, b.epoch, job).await;
-    removed.map_err(ApiError::from)?;
+    match what {
+        JobData::Counter => state.store.counter_remove(&c, b.epoch, job).await?,
+        JobData::All => state.store.remove_job_ha_data(&c, b.epoch, job).await?,
+    }
     Ok(no_content())
 }
 
@@ -644,9 +654,10 @@ async fn remove_job_data(
 async fn remove_cluster_data(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let c = cluster(&params)?;
-    let b: EpochOnly = body(v)?;
-    let removed = state.store.remove_cluster_ha_data(&c, Some(b.epoch)).await;
-    removed.map_err(ApiError::from)?;
+    let (c, b): (_, EpochOnly) = (cluster(&params)?, body(v)?);
+    state
+        .store
+        .remove_cluster_ha_data(&c, Some(b.epoch))
+        .await?;
     Ok(no_content())
 }
