@@ -81,10 +81,7 @@ const LIFECYCLE_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs until `shutdown` is cancelled. Operations still held then are left to their lease.
 pub async fn run(
-    store: Arc<dyn Store>,
-    config: ExecutorConfig,
-    wakeup: Arc<Notify>,
-    shutdown: CancellationToken,
+    store: Arc<dyn Store>, config: ExecutorConfig, wakeup: Arc<Notify>, shutdown: CancellationToken,
 ) {
     let config = Arc::new(config);
     // A holder renews its lease between requests to Flink: a request that takes longer than
@@ -179,9 +176,7 @@ pub struct RetentionReport {
 /// Removes clean results cleaned longer ago than `clean_retention` (when set) and completed
 /// savepoint operations completed longer ago than `operation_retention`.
 pub async fn apply_retention(
-    store: &dyn Store,
-    clean_retention: Option<Duration>,
-    operation_retention: Duration,
+    store: &dyn Store, clean_retention: Option<Duration>, operation_retention: Duration,
 ) -> Result<RetentionReport, StoreError> {
     let mut report = RetentionReport::default();
     if let Some(retention) = clean_retention {
@@ -205,10 +200,7 @@ fn log_store_error(what: &str, e: &StoreError) {
 
 /// Drives one held operation to completion, or until its lease is lost.
 pub async fn drive(
-    store: &dyn Store,
-    config: &ExecutorConfig,
-    client: &FlinkClient,
-    claimed: Claimed,
+    store: &dyn Store, config: &ExecutorConfig, client: &FlinkClient, claimed: Claimed,
 ) {
     let Claimed {
         operation: op,
@@ -222,12 +214,8 @@ pub async fn drive(
 }
 
 async fn drive_held(
-    store: &dyn Store,
-    config: &ExecutorConfig,
-    client: &FlinkClient,
-    op: Operation,
-    base: FlinkRestUrl,
-    key: OperationKey,
+    store: &dyn Store, config: &ExecutorConfig, client: &FlinkClient, op: Operation,
+    base: FlinkRestUrl, key: OperationKey,
 ) {
     let fence = op.attempt;
     if op.attempt > 1 {
@@ -366,11 +354,7 @@ async fn drive_held(
 }
 
 async fn finish(
-    store: &dyn Store,
-    metrics: &Metrics,
-    key: &OperationKey,
-    fence: i32,
-    outcome: Outcome,
+    store: &dyn Store, metrics: &Metrics, key: &OperationKey, fence: i32, outcome: Outcome,
 ) {
     let outcome = without_nul(outcome);
     match store.complete_operation(key, &outcome, Some(fence)).await {

@@ -258,9 +258,7 @@ impl FlinkClient {
     /// crash or a take-over) never starts a second one; a disposal gets its trigger id from
     /// Flink (`Accepted(Some(id))`), and repeating it finds the savepoint gone.
     pub async fn trigger(
-        &self,
-        base: &FlinkRestUrl,
-        op: &Operation,
+        &self, base: &FlinkRestUrl, op: &Operation,
     ) -> Result<FlinkAnswer, Unreachable> {
         let (path, body) = match op.kind {
             OperationKind::Savepoint | OperationKind::CancelWithSavepoint => (
@@ -314,10 +312,7 @@ impl FlinkClient {
     /// Asks Flink for the status of an operation (a disposal by the trigger id Flink gave
     /// it, `flink_trigger`).
     pub async fn status(
-        &self,
-        base: &FlinkRestUrl,
-        op: &Operation,
-        flink_trigger: Option<TriggerId>,
+        &self, base: &FlinkRestUrl, op: &Operation, flink_trigger: Option<TriggerId>,
     ) -> Result<FlinkAnswer, Unreachable> {
         let path = match op.kind {
             OperationKind::Checkpoint => {
@@ -381,11 +376,7 @@ impl FlinkClient {
     /// answer (a 5xx or no answer is Unreachable), or jobstore's failure-cause when the
     /// request cannot be sent there or its answer cannot be accepted.
     async fn exchange(
-        &self,
-        base: &FlinkRestUrl,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
+        &self, base: &FlinkRestUrl, method: reqwest::Method, path: &str, body: Option<&Value>,
     ) -> Result<Result<(u16, Value), Value>, Unreachable> {
         let base = match self.checked_base(base).await {
             Ok(b) => b,
@@ -418,9 +409,7 @@ impl FlinkClient {
     /// Reads an answer of at most `max_answer` bytes, chunk by chunk. A redirect or a larger
     /// answer is a failure-cause (Err inside Ok); a broken connection is Unreachable.
     async fn read_answer(
-        &self,
-        mut res: reqwest::Response,
-        what: &str,
+        &self, mut res: reqwest::Response, what: &str,
     ) -> Result<Result<Value, Value>, Unreachable> {
         let status = res.status();
         if status.is_redirection() {
@@ -542,11 +531,17 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// A failure-cause of jobstore's own, shaped like Flink's (`class`, `stack-trace`).
+/// A failure-cause of jobstore's own, shaped like Flink's (`class`, `stack-trace`,
+/// `serialized-throwable`): Flink's REST client (`flink savepoint`, `flink stop`) decodes the
+/// serialized throwable and prints jobstore's class and message.
 pub fn failure_cause(class: &str, message: &str) -> Value {
+    let class = format!("jobstore.{class}");
+    let stack_trace = format!("{class}: {message}");
+    let serialized = crate::flink_throwable::serialized_throwable(&class, message, &stack_trace);
     json!({
-        "class": format!("jobstore.{class}"),
-        "stack-trace": format!("jobstore.{class}: {message}"),
+        "class": class,
+        "stack-trace": stack_trace,
+        "serialized-throwable": serialized,
     })
 }
 

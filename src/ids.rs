@@ -54,8 +54,7 @@ macro_rules! sql_text {
             String: sqlx::Encode<'q, DB>,
         {
             fn encode_by_ref(
-                &self,
-                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+                &self, buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
             ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
                 <String as sqlx::Encode<'q, DB>>::encode(self.to_string(), buf)
             }
@@ -190,15 +189,38 @@ impl TriggerId {
     }
 }
 
+/// A text checked once: its `as_str`, `Display`, `Debug` and serde form are the text.
+macro_rules! checked_text {
+    ($t:ident) => {
+        impl $t {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+    };
+}
+
 /// Flink's `high-availability.cluster-id`: entries of different clusters never meet.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClusterId(String);
-
-impl ClusterId {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
 
 impl FromStr for ClusterId {
     type Err = IdError;
@@ -214,24 +236,7 @@ impl FromStr for ClusterId {
     }
 }
 
-impl fmt::Display for ClusterId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for ClusterId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl serde::Serialize for ClusterId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
+checked_text!(ClusterId);
 sql_text!(ClusterId);
 text_eq!(ClusterId);
 
@@ -244,10 +249,6 @@ text_eq!(ClusterId);
 pub struct FlinkRestUrl(String);
 
 impl FlinkRestUrl {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// A URL as the database keeps it, unchecked: rows written before the normalisation of
     /// issue 12 still load, and every URL is checked again before each request to Flink.
     pub fn from_stored(url: String) -> Self {
@@ -302,26 +303,9 @@ impl FromStr for FlinkRestUrl {
     }
 }
 
-impl fmt::Display for FlinkRestUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for FlinkRestUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl serde::Serialize for FlinkRestUrl {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
 // Read back as stored: a URL kept before the normalisation of issue 12 still loads (the
 // executor checks every URL again before each request).
+checked_text!(FlinkRestUrl);
 text_eq!(FlinkRestUrl);
 sql_text!(FlinkRestUrl, |text: &str| Ok::<_, String>(
     FlinkRestUrl::from_stored(text.to_owned())

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod executor;
 pub mod flink;
+pub mod flink_throwable;
 pub mod http;
 pub mod ids;
 pub mod lifecycle;

@@ -35,9 +35,7 @@ pub struct LifecycleReport {
 /// One pass: due schedules, retries of failed scheduled operations, retention. Errors of
 /// one cluster (Flink unreachable) leave its schedules due for the next pass.
 pub async fn run_once(
-    store: &dyn Store,
-    client: &FlinkClient,
-    retry_backoff: Duration,
+    store: &dyn Store, client: &FlinkClient, retry_backoff: Duration,
 ) -> Result<LifecycleReport, StoreError> {
     let mut report = LifecycleReport::default();
     let due = store.due_schedules().await?;
@@ -69,10 +67,7 @@ pub async fn run_once(
 /// The operations of a cluster's due schedules: one per RUNNING job each schedule covers,
 /// then the schedules moved to their next due time. Answers how many were made here.
 async fn serve_due(
-    store: &dyn Store,
-    client: &FlinkClient,
-    cluster: &ClusterId,
-    due: &[Schedule],
+    store: &dyn Store, client: &FlinkClient, cluster: &ClusterId, due: &[Schedule],
 ) -> Result<usize, StoreError> {
     let config = store.get_cluster(cluster).await?;
     let Some(base) = config.as_ref().and_then(|c| c.flink_rest_url.clone()) else {
@@ -122,11 +117,7 @@ async fn serve_due(
 
 /// The operation a schedule makes for a job at its due time (try `retry`).
 fn scheduled(
-    s: &Schedule,
-    job: JobId,
-    job_name: Option<String>,
-    default_dir: &Option<String>,
-    retry: i32,
+    s: &Schedule, job: JobId, job_name: Option<String>, default_dir: &Option<String>, retry: i32,
 ) -> Option<NewOperation> {
     let due = s.next_due_at?;
     let scope = s.job_id.map(|j| j.to_string()).unwrap_or_default();

@@ -31,17 +31,22 @@ impl Default for Metrics {
     }
 }
 
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
-        let requests = IntCounterVec::new(
-            Opts::new(
-                "jobstore_http_requests_total",
-                "HTTP requests by matched route, method and status",
-            ),
+        let requests = counter_vec(
+            "jobstore_http_requests_total",
+            "HTTP requests by matched route, method and status",
             &["route", "method", "status"],
-        )
-        .expect("valid metric");
+        );
         let latency = HistogramVec::new(
             HistogramOpts::new(
                 "jobstore_http_request_duration_seconds",
@@ -59,46 +64,31 @@ impl Metrics {
             "Savepoint operations this process took over after their holder's lease expired",
         )
         .expect("valid metric");
-        let operations_completed = IntCounterVec::new(
-            Opts::new(
-                "jobstore_savepoint_operations_completed_total",
-                "Savepoint operations this process's executor completed, by outcome",
-            ),
+        let operations_completed = counter_vec(
+            "jobstore_savepoint_operations_completed_total",
+            "Savepoint operations this process's executor completed, by outcome",
             &["outcome"],
-        )
-        .expect("valid metric");
-        let results = IntGaugeVec::new(
-            Opts::new(
-                "jobstore_results",
-                "Job and application result entries by cluster and state",
-            ),
+        );
+        let results = gauge_vec(
+            "jobstore_results",
+            "Job and application result entries by cluster and state",
             &["kind", "cluster", "state"],
-        )
-        .expect("valid metric");
-        let oldest_dirty = IntGaugeVec::new(
-            Opts::new(
-                "jobstore_oldest_dirty_result_age_seconds",
-                "Age of the oldest dirty entry per cluster (a cleanup that does not finish)",
-            ),
+        );
+        let oldest_dirty = gauge_vec(
+            "jobstore_oldest_dirty_result_age_seconds",
+            "Age of the oldest dirty entry per cluster (a cleanup that does not finish)",
             &["kind", "cluster"],
-        )
-        .expect("valid metric");
-        let operations = IntGaugeVec::new(
-            Opts::new(
-                "jobstore_savepoint_operations",
-                "Stored savepoint operations by cluster and status",
-            ),
+        );
+        let operations = gauge_vec(
+            "jobstore_savepoint_operations",
+            "Stored savepoint operations by cluster and status",
             &["cluster", "status"],
-        )
-        .expect("valid metric");
-        let pool = IntGaugeVec::new(
-            Opts::new(
-                "jobstore_db_pool_connections",
-                "Database pool connections by state",
-            ),
+        );
+        let pool = gauge_vec(
+            "jobstore_db_pool_connections",
+            "Database pool connections by state",
             &["state"],
-        )
-        .expect("valid metric");
+        );
         for m in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),

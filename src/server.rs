@@ -157,8 +157,7 @@ impl hyper::body::Body for TrackedBody {
     type Error = <Body as hyper::body::Body>::Error;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
+        mut self: Pin<&mut Self>, cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         Pin::new(&mut self.inner).poll_frame(cx)
     }
@@ -208,10 +207,7 @@ where
 /// Serves `app` on `listener` until `shutdown` resolves, then lets what is in flight finish
 /// for at most `limits.shutdown_timeout`.
 pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    limits: ServerLimits,
-    shutdown: impl Future<Output = ()>,
+    listener: TcpListener, app: Router, limits: ServerLimits, shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut builder = Builder::new(TokioExecutor::new());

@@ -234,8 +234,7 @@ fn field_path(field: &str) -> String {
 }
 
 fn required_id<I: std::str::FromStr>(
-    result: &Map<String, Value>,
-    field: &str,
+    result: &Map<String, Value>, field: &str,
 ) -> Result<I, String> {
     match result.get(field) {
         None => Err(format!("{} is missing", field_path(field))),
@@ -250,10 +249,7 @@ fn parse_id<I: std::str::FromStr>(field: &str, v: &Value) -> Result<I, String> {
 }
 
 fn optional(
-    result: &Map<String, Value>,
-    field: &str,
-    ok: impl Fn(&Value) -> bool,
-    expected: &str,
+    result: &Map<String, Value>, field: &str, ok: impl Fn(&Value) -> bool, expected: &str,
 ) -> Result<(), String> {
     match result.get(field) {
         Some(v) if !ok(v) => Err(format!("{} must be {expected}", field_path(field))),

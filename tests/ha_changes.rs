@@ -8,17 +8,15 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
-use common::{Api, Backend, Resp, TestStore, random_hex};
+use common::{Backend, Client, Resp, TestStore, random_hex};
 
 const BASE: &str = "/v1/clusters/ha-changes/ha";
 
-async fn send(api: &Api, method: Method, path: &str, body: &Value) -> Resp {
+async fn send(api: &Client, method: Method, path: &str, body: &Value) -> Resp {
     api.request(
         method,
         &format!("{BASE}{path}"),
@@ -28,7 +26,7 @@ async fn send(api: &Api, method: Method, path: &str, body: &Value) -> Resp {
     .await
 }
 
-async fn acquire(api: &Api, holder: &str) -> i64 {
+async fn acquire(api: &Client, holder: &str) -> i64 {
     let r = send(
         api,
         Method::POST,
@@ -40,7 +38,7 @@ async fn acquire(api: &Api, holder: &str) -> i64 {
     r.json()["epoch"].as_i64().unwrap()
 }
 
-async fn publish(api: &Api, epoch: i64, component: &str, address: &str) {
+async fn publish(api: &Client, epoch: i64, component: &str, address: &str) {
     send(
         api,
         Method::PUT,
@@ -52,32 +50,24 @@ async fn publish(api: &Api, epoch: i64, component: &str, address: &str) {
 }
 
 /// `GET .../leader-info?wait-ms=` with `If-None-Match: tag`: the status, the ETag, the body.
-async fn poll(api: &Api, tag: Option<&str>, wait_ms: u64) -> (StatusCode, String, Value) {
-    let mut req = Request::builder().uri(format!("{BASE}/leader-info?wait-ms={wait_ms}"));
-    if let Some(tag) = tag {
-        req = req.header(header::IF_NONE_MATCH, tag);
-    }
+async fn poll(api: &Client, tag: Option<&str>, wait_ms: u64) -> (StatusCode, String, Value) {
+    let headers: Vec<(&str, &str)> = tag.map(|t| ("if-none-match", t)).into_iter().collect();
+    let path = format!("{BASE}/leader-info?wait-ms={wait_ms}");
     let res = api
-        .router
-        .clone()
-        .oneshot(req.body(Body::empty()).unwrap())
+        .try_send(Method::GET, &path, &headers, Vec::new())
         .await
         .unwrap();
-    let status = res.status();
     let etag = res
-        .headers()
+        .headers
         .get(header::ETAG)
         .map(|v| v.to_str().unwrap().to_owned())
         .expect("an ETag on every answer");
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let body = if bytes.is_empty() {
+    let body = if res.body.is_empty() {
         Value::Null
     } else {
-        serde_json::from_slice(&bytes).unwrap()
+        serde_json::from_slice(&res.body).unwrap()
     };
-    (status, etag, body)
+    (res.status, etag, body)
 }
 
 backend_tests!(
@@ -134,7 +124,7 @@ async fn a_publish_on_another_replica_wakes_a_long_poll_through_notify() {
         .unwrap();
     let (api, api_other) = (
         ts.api(HttpConfig::default()),
-        Api::new(other, HttpConfig::default()),
+        Client::in_process(other, HttpConfig::default()),
     );
     let epoch = acquire(&api_other, "jm-a").await;
     let (_, tag, _) = poll(&api, None, 0).await;

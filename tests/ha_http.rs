@@ -8,11 +8,11 @@ use axum::http::{Method, StatusCode};
 use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 
-use common::{Api, random_hex};
+use common::{Client, Resp, random_hex};
 
 const BASE: &str = "/v1/clusters/ha-c/ha";
 
-async fn send(api: &Api, method: Method, path: &str, body: &Value) -> common::Resp {
+async fn send(api: &Client, method: Method, path: &str, body: &Value) -> Resp {
     api.request(
         method,
         &format!("{BASE}{path}"),
@@ -22,14 +22,31 @@ async fn send(api: &Api, method: Method, path: &str, body: &Value) -> common::Re
     .await
 }
 
-async fn acquire(api: &Api, holder: &str) -> i64 {
-    let r = send(
-        api,
-        Method::POST,
-        "/lease/acquire",
-        &json!({"holder": holder, "duration-ms": 60000}),
-    )
-    .await;
+async fn post(api: &Client, path: &str, body: Value) -> Resp {
+    send(api, Method::POST, path, &body).await
+}
+
+async fn put(api: &Client, path: &str, body: Value) -> Resp {
+    send(api, Method::PUT, path, &body).await
+}
+
+async fn delete(api: &Client, path: &str, body: Value) -> Resp {
+    send(api, Method::DELETE, path, &body).await
+}
+
+/// `POST /lease/{action}` for `holder`: `acquire` for 60 s, `renew` of `epoch` for 60 s,
+/// `release` of `epoch`.
+async fn lease(api: &Client, action: &str, holder: &str, epoch: i64) -> Resp {
+    let body = match action {
+        "acquire" => json!({"holder": holder, "duration-ms": 60000}),
+        "renew" => json!({"holder": holder, "epoch": epoch, "duration-ms": 60000}),
+        _ => json!({"holder": holder, "epoch": epoch}),
+    };
+    post(api, &format!("/lease/{action}"), body).await
+}
+
+async fn acquire(api: &Client, holder: &str) -> i64 {
+    let r = lease(api, "acquire", holder, 0).await;
     r.expect(StatusCode::OK);
     let v = r.json();
     assert!(v["expires-at"].is_string(), "{v}");
@@ -39,39 +56,14 @@ async fn acquire(api: &Api, holder: &str) -> i64 {
 backend_tests!(lease_routes_hand_out_and_fence_epochs, |ts| async move {
     let api = ts.api(HttpConfig::default());
     assert_eq!(acquire(&api, "jm-a").await, 1);
-    let r = send(
-        &api,
-        Method::POST,
-        "/lease/acquire",
-        &json!({"holder": "jm-b", "duration-ms": 60000}),
-    )
-    .await;
+    let r = lease(&api, "acquire", "jm-b", 0).await;
     r.error(StatusCode::CONFLICT);
-    send(
-        &api,
-        Method::POST,
-        "/lease/renew",
-        &json!({"holder": "jm-a", "epoch": 1, "duration-ms": 60000}),
-    )
-    .await
-    .expect(StatusCode::OK);
-    let r = send(
-        &api,
-        Method::POST,
-        "/lease/release",
-        &json!({"holder": "jm-a", "epoch": 1}),
-    )
-    .await;
+    lease(&api, "renew", "jm-a", 1).await.expect(StatusCode::OK);
+    let r = lease(&api, "release", "jm-a", 1).await;
     r.expect(StatusCode::OK);
     assert_eq!(r.json()["released"], true);
     assert_eq!(acquire(&api, "jm-b").await, 2);
-    let r = send(
-        &api,
-        Method::POST,
-        "/lease/renew",
-        &json!({"holder": "jm-a", "epoch": 1, "duration-ms": 60000}),
-    )
-    .await;
+    let r = lease(&api, "renew", "jm-a", 1).await;
     r.error(StatusCode::CONFLICT);
 });
 
@@ -81,41 +73,33 @@ backend_tests!(
         let api = ts.api(HttpConfig::default());
         let old = acquire(&api, "jm-a").await;
         let job = random_hex();
-        send(
+        put(
             &api,
-            Method::PUT,
             "/leader-info/dispatcher",
-            &json!({"epoch": old, "address": "pekko://a", "session-id": "s-a"}),
+            json!({"epoch": old, "address": "pekko://a", "session-id": "s-a"}),
         )
         .await
         .expect(StatusCode::OK);
-        let r = send(
+        let r = post(
             &api,
-            Method::POST,
             "/state-handles/checkpoint/1",
-            &json!({"epoch": old, "job": job, "handle": "aced0005"}),
+            json!({"epoch": old, "job": job, "handle": "aced0005"}),
         )
         .await;
         r.expect(StatusCode::CREATED);
         assert_eq!(r.json()["version"], 1);
-        let r = send(
+        let r = post(
             &api,
-            Method::POST,
             &format!("/counters/{job}/get-and-increment"),
-            &json!({"epoch": old}),
+            json!({"epoch": old}),
         )
         .await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["value"], 1);
 
-        send(
-            &api,
-            Method::POST,
-            "/lease/release",
-            &json!({"holder": "jm-a", "epoch": old}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        lease(&api, "release", "jm-a", old)
+            .await
+            .expect(StatusCode::OK);
         let new = acquire(&api, "jm-b").await;
         assert_eq!(new, old + 1);
 
@@ -184,36 +168,26 @@ backend_tests!(state_handles_and_counters_over_http, |ts| async move {
     let api = ts.api(HttpConfig::default());
     let e = acquire(&api, "jm").await;
     let job = random_hex();
-    send(
+    let plan = format!("/state-handles/execution-plan/{job}");
+    let counter = format!("/counters/{job}");
+    post(&api, &plan, json!({"epoch": e, "handle": "0102"}))
+        .await
+        .expect(StatusCode::CREATED);
+    post(&api, &plan, json!({"epoch": e, "handle": "0102"}))
+        .await
+        .error(StatusCode::CONFLICT);
+    let wrong = put(
         &api,
-        Method::POST,
-        &format!("/state-handles/execution-plan/{job}"),
-        &json!({"epoch": e, "handle": "0102"}),
-    )
-    .await
-    .expect(StatusCode::CREATED);
-    send(
-        &api,
-        Method::POST,
-        &format!("/state-handles/execution-plan/{job}"),
-        &json!({"epoch": e, "handle": "0102"}),
-    )
-    .await
-    .error(StatusCode::CONFLICT);
-    let wrong = send(
-        &api,
-        Method::PUT,
-        &format!("/state-handles/execution-plan/{job}"),
-        &json!({"epoch": e, "expected-version": 7, "handle": "03"}),
+        &plan,
+        json!({"epoch": e, "expected-version": 7, "handle": "03"}),
     )
     .await
     .error(StatusCode::CONFLICT);
     assert!(wrong.contains("version"), "{wrong}");
-    let r = send(
+    let r = put(
         &api,
-        Method::PUT,
-        &format!("/state-handles/execution-plan/{job}"),
-        &json!({"epoch": e, "expected-version": 1, "handle": "03"}),
+        &plan,
+        json!({"epoch": e, "expected-version": 1, "handle": "03"}),
     )
     .await;
     r.expect(StatusCode::OK);
@@ -226,32 +200,20 @@ backend_tests!(state_handles_and_counters_over_http, |ts| async move {
     assert_eq!(list["state-handles"].as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list["state-handles"][0]["handle"], "03");
     for removed in [true, false] {
-        let r = send(
-            &api,
-            Method::DELETE,
-            &format!("/state-handles/execution-plan/{job}"),
-            &json!({"epoch": e}),
-        )
-        .await;
+        let r = delete(&api, &plan, json!({"epoch": e})).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["removed"], removed);
     }
     api.get(&format!("{BASE}/counters/{job}"))
         .await
         .error(StatusCode::NOT_FOUND);
-    send(
+    put(&api, &counter, json!({"epoch": e, "value": 7}))
+        .await
+        .expect(StatusCode::OK);
+    let r = post(
         &api,
-        Method::PUT,
-        &format!("/counters/{job}"),
-        &json!({"epoch": e, "value": 7}),
-    )
-    .await
-    .expect(StatusCode::OK);
-    let r = send(
-        &api,
-        Method::POST,
         &format!("/counters/{job}/get-and-increment"),
-        &json!({"epoch": e}),
+        json!({"epoch": e}),
     )
     .await;
     assert_eq!(r.json()["value"], 7);
@@ -382,11 +344,10 @@ backend_tests!(bad_ha_input_is_400_never_5xx, |ts| async move {
         r.error(StatusCode::BAD_REQUEST);
     }
     // A handle of exactly the largest size is kept.
-    send(
+    post(
         &api,
-        Method::POST,
         "/state-handles/checkpoint/big",
-        &json!({"epoch": e, "handle": "ab".repeat(65536)}),
+        json!({"epoch": e, "handle": "ab".repeat(65536)}),
     )
     .await
     .expect(StatusCode::CREATED);

@@ -6,13 +6,11 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Backend, TestStore, random_hex};
+use common::{Backend, TestStore, at_once, random_hex};
 use jobstore::ids::{ClusterId, JobId};
 use jobstore::store::{HaKind, Lease, StateHandleKey, Store, StoreError};
-use sqlx::Connection;
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -66,44 +64,12 @@ async fn acquire_when_free(store: &dyn Store, c: &ClusterId, holder: &str) -> Le
 
 /// One number a query answers, straight on the database.
 async fn scalar(ts: &TestStore, sql: &str) -> i64 {
-    match ts.backend {
-        Backend::Postgres => {
-            let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-            sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-                .fetch_one(&mut c)
-                .await
-                .unwrap_or_else(|e| panic!("{e}\n{sql}"))
-        }
-        Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
-            sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-                .fetch_one(&mut c)
-                .await
-                .unwrap_or_else(|e| panic!("{e}\n{sql}"))
-        }
-    }
+    ts.db.scalar(sql).await
 }
 
 /// Runs a statement straight on the database; the error's text when it fails.
 async fn execute(ts: &TestStore, sql: &str) -> Result<u64, String> {
-    match ts.backend {
-        Backend::Postgres => {
-            let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-                .execute(&mut c)
-                .await
-                .map(|d| d.rows_affected())
-                .map_err(|e| e.to_string())
-        }
-        Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
-                .execute(&mut c)
-                .await
-                .map(|d| d.rows_affected())
-                .map_err(|e| e.to_string())
-        }
-    }
+    ts.db.execute(sql).await
 }
 
 fn assert_fenced<T: std::fmt::Debug>(what: &str, r: Result<T, StoreError>) {
@@ -117,22 +83,17 @@ const ACQUIRERS: usize = 16;
 
 backend_tests!(concurrent_acquisitions_give_one_holder, |ts| async move {
     let c = cluster("race");
-    let barrier = Arc::new(tokio::sync::Barrier::new(ACQUIRERS));
-    let mut tasks = Vec::new();
-    for i in 0..ACQUIRERS {
-        let store = ts.store.clone();
-        let barrier = barrier.clone();
-        let c = c.clone();
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
+    let outcomes = at_once(ACQUIRERS, |i| {
+        let (store, c) = (ts.store.clone(), c.clone());
+        async move {
             let holder = format!("jobmanager-{i}");
             let lease = store.acquire_lease(&c, &holder, LONG).await;
             (holder, lease)
-        }));
-    }
+        }
+    })
+    .await;
     let mut winners = Vec::new();
-    for task in tasks {
-        let (holder, lease) = task.await.unwrap();
+    for (holder, lease) in outcomes {
         if let Some(lease) = lease.unwrap_or_else(|e| panic!("{holder}: {e}")) {
             winners.push((holder, lease));
         }
@@ -361,20 +322,14 @@ backend_tests!(
         let j = job();
         let lease = acquire(&*ts.store, &c, "jm", LONG).await;
         assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), None);
-        let barrier = Arc::new(tokio::sync::Barrier::new(INCREMENTERS));
-        let mut tasks = Vec::new();
-        for _ in 0..INCREMENTERS {
-            let store = ts.store.clone();
-            let barrier = barrier.clone();
-            let c = c.clone();
-            tasks.push(tokio::spawn(async move {
-                barrier.wait().await;
-                store.counter_get_and_increment(&c, lease.epoch, j).await
-            }));
-        }
+        let outcomes = at_once(INCREMENTERS, |_| {
+            let (store, c) = (ts.store.clone(), c.clone());
+            async move { store.counter_get_and_increment(&c, lease.epoch, j).await }
+        })
+        .await;
         let mut ids = Vec::new();
-        for task in tasks {
-            ids.push(task.await.unwrap().expect("get_and_increment"));
+        for outcome in outcomes {
+            ids.push(outcome.expect("get_and_increment"));
         }
         let unique: BTreeSet<i64> = ids.iter().copied().collect();
         assert_eq!(

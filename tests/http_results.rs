@@ -5,25 +5,18 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 
 use common::contract::{Failure, FlinkResultStore};
-use common::{Api, KINDS, Kind, Resp, TestStore, flink_files, random_hex, same_json};
+use common::{Client, KINDS, Kind, Resp, TestStore, flink_files, random_hex, same_json};
 
 /// An entry as the contract shapes it, checked field by field; returns it.
 #[track_caller]
 fn check_entry(entry: &Value, kind: Kind, cluster: &str, id: &str, state: &str) -> Value {
-    let fields: BTreeSet<&str> = entry
-        .as_object()
-        .unwrap_or_else(|| panic!("entry is not an object: {entry}"))
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let fields = common::keys(entry);
     let expected: BTreeSet<&str> = [
         "cluster-id",
         kind.entry_id_field(),
@@ -68,7 +61,7 @@ fn check_time(v: &Value) {
 /// Flink's operations through HTTP, for one cluster; every answer is checked against the
 /// contract on the way.
 struct HttpAdapter {
-    api: Api,
+    api: Client,
     cluster: String,
 }
 
@@ -103,6 +96,28 @@ impl HttpAdapter {
     }
 }
 
+impl HttpAdapter {
+    /// The entry of a write answered `ok` (checked, in its state), or the failure of one
+    /// answered `refused`: its message names the words and, for job results, is Flink's
+    /// `flink_message` to the letter.
+    fn answer(
+        &self, r: &Resp, (kind, id): (Kind, &str), ok: (StatusCode, &str),
+        refused: (StatusCode, &[&str], Failure), flink_message: String,
+    ) -> Result<Value, Failure> {
+        match r.status {
+            status if status == ok.0 => Ok(check_entry(&r.json(), kind, &self.cluster, id, ok.1)),
+            status if status == refused.0 => {
+                let message = r.error_naming(refused.0, refused.1);
+                if kind == Kind::Job {
+                    assert_eq!(message, flink_message);
+                }
+                Err(refused.2)
+            }
+            _ => panic!("{}: {} {}", r.request, r.status, r.text()),
+        }
+    }
+}
+
 impl FlinkResultStore for HttpAdapter {
     async fn create_dirty(&self, kind: Kind, result: &Value) -> Result<(), Failure> {
         let id = result[kind.result_id_field()].as_str().unwrap();
@@ -113,48 +128,38 @@ impl FlinkResultStore for HttpAdapter {
                 &json!({"result": result, "version": 1}),
             )
             .await;
-        match r.status {
-            StatusCode::CREATED => {
-                let entry = check_entry(&r.json(), kind, &self.cluster, id, "dirty");
-                assert_eq!(&entry["result"], result);
-                Ok(())
-            }
-            StatusCode::CONFLICT => {
-                let message = r.error_naming(StatusCode::CONFLICT, &["already contains", id]);
-                if kind == Kind::Job {
-                    assert_eq!(
-                        message,
-                        format!("Job result store already contains an entry for job {id}")
-                    );
-                }
-                Err(Failure::IllegalState)
-            }
-            _ => panic!("{}: {} {}", r.request, r.status, r.text()),
-        }
+        let entry = self.answer(
+            &r,
+            (kind, id),
+            (StatusCode::CREATED, "dirty"),
+            (
+                StatusCode::CONFLICT,
+                &["already contains", id],
+                Failure::IllegalState,
+            ),
+            format!("Job result store already contains an entry for job {id}"),
+        )?;
+        assert_eq!(&entry["result"], result);
+        Ok(())
     }
 
     async fn mark_clean(&self, kind: Kind, id: &str) -> Result<(), Failure> {
         let r = self.api.post_empty(&kind.clean(&self.cluster, id)).await;
-        match r.status {
-            StatusCode::OK => {
-                check_entry(&r.json(), kind, &self.cluster, id, "clean");
-                Ok(())
-            }
-            StatusCode::NOT_FOUND => {
-                let message = r.error_naming(StatusCode::NOT_FOUND, &["not present", id]);
-                if kind == Kind::Job {
-                    assert_eq!(
-                        message,
-                        format!(
-                            "Could not mark job {id} as clean as it is not present in the job \
-                             result store."
-                        )
-                    );
-                }
-                Err(Failure::NoSuchElement)
-            }
-            _ => panic!("{}: {} {}", r.request, r.status, r.text()),
-        }
+        self.answer(
+            &r,
+            (kind, id),
+            (StatusCode::OK, "clean"),
+            (
+                StatusCode::NOT_FOUND,
+                &["not present", id],
+                Failure::NoSuchElement,
+            ),
+            format!(
+                "Could not mark job {id} as clean as it is not present in the job \
+                 result store."
+            ),
+        )
+        .map(drop)
     }
 
     async fn has_entry(&self, kind: Kind, id: &str) -> bool {
@@ -183,7 +188,7 @@ contract_cases!(http_adapter);
 /// Every entry of a listing, following `next` page by page, checking the pages: at most
 /// `limit` entries, ordered by id, `next` the last id of a page that has a successor and
 /// null on the last page.
-async fn list_pages(api: &Api, kind: Kind, cluster: &str, query: &str) -> Vec<Value> {
+async fn list_pages(api: &Client, kind: Kind, cluster: &str, query: &str) -> Vec<Value> {
     let limit: Option<usize> = query
         .split('&')
         .find_map(|p| p.strip_prefix("limit="))
@@ -198,12 +203,7 @@ async fn list_pages(api: &Api, kind: Kind, cluster: &str, query: &str) -> Vec<Va
         let r = api.get(&path).await;
         r.expect(StatusCode::OK);
         let page = r.json();
-        let fields: BTreeSet<&str> = page
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let fields = common::keys(&page);
         assert_eq!(fields, [kind.list_field(), "next"].into(), "{page}");
         let entries = page[kind.list_field()].as_array().unwrap().clone();
         if let Some(limit) = limit {
@@ -255,14 +255,7 @@ backend_tests!(flink_files_round_trip_verbatim, |ts| async move {
         for (name, file) in &files {
             // The file's bytes, as Flink wrote them.
             let raw = serde_json::to_vec(file).unwrap();
-            let r = api
-                .request(
-                    Method::POST,
-                    &kind.base(cluster),
-                    Some("application/json"),
-                    raw,
-                )
-                .await;
+            let r = api.post_raw(&kind.base(cluster), &raw).await;
             r.expect(StatusCode::CREATED);
             let id = file["result"][kind.result_id_field()].as_str().unwrap();
             assert_eq!(format!("{id}.json"), *name);
@@ -466,10 +459,7 @@ fn bad(method: Method, path: String, status: StatusCode, naming: &[&str]) -> Bad
 }
 
 fn bad_body(
-    path: String,
-    content_type: Option<&'static str>,
-    body: impl Into<Vec<u8>>,
-    status: StatusCode,
+    path: String, content_type: Option<&'static str>, body: impl Into<Vec<u8>>, status: StatusCode,
     naming: &[&str],
 ) -> Bad {
     Bad {
@@ -484,14 +474,17 @@ const JSON: Option<&str> = Some("application/json");
 /// Every bad request the contract names, for one kind; `absent` is a valid id that is not
 /// stored, used wherever a body or path needs an otherwise valid id.
 fn bad_requests(kind: Kind, cluster: &str, absent: &str, body_limit: usize) -> Vec<Bad> {
+    const BAD: StatusCode = StatusCode::BAD_REQUEST;
+    const UNSUPPORTED: StatusCode = StatusCode::UNSUPPORTED_MEDIA_TYPE;
     let mut cases = Vec::new();
     let base = kind.base(cluster);
     let valid = serde_json::to_vec(&kind.body(absent)).unwrap();
-    let with = |field: &str, value: Value| -> Vec<u8> {
+    let body_with = |change: &dyn Fn(&mut Value)| -> Vec<u8> {
         let mut body = kind.body(absent);
-        body["result"][field] = value;
+        change(&mut body);
         serde_json::to_vec(&body).unwrap()
     };
+    let with = |field: &str, value: Value| body_with(&|body| body["result"][field] = value.clone());
     let id_field = kind.result_id_field();
 
     // Malformed ids in paths: every request that takes one, and the `after` cursor.
@@ -503,36 +496,14 @@ fn bad_requests(kind: Kind, cluster: &str, absent: &str, body_limit: usize) -> V
         "g8dcc0b26ce09271cefd5020d41b4b88",
         "0x8dcc0b26ce09271cefd5020d41b4b8",
     ] {
-        cases.push(bad(
-            Method::GET,
-            kind.entry(cluster, id),
-            StatusCode::BAD_REQUEST,
-            &[id, "hex"],
-        ));
-        cases.push(bad(
-            Method::POST,
-            kind.clean(cluster, id),
-            StatusCode::BAD_REQUEST,
-            &[id, "hex"],
-        ));
-        cases.push(bad(
-            Method::DELETE,
-            kind.entry(cluster, id),
-            StatusCode::BAD_REQUEST,
-            &[id, "hex"],
-        ));
-        cases.push(bad(
-            Method::HEAD,
-            kind.entry(cluster, id),
-            StatusCode::BAD_REQUEST,
-            &[],
-        ));
-        cases.push(bad(
-            Method::GET,
-            format!("{base}?after={id}"),
-            StatusCode::BAD_REQUEST,
-            &["after"],
-        ));
+        let hex = &[id, "hex"][..];
+        cases.extend([
+            bad(Method::GET, kind.entry(cluster, id), BAD, hex),
+            bad(Method::POST, kind.clean(cluster, id), BAD, hex),
+            bad(Method::DELETE, kind.entry(cluster, id), BAD, hex),
+            bad(Method::HEAD, kind.entry(cluster, id), BAD, &[]),
+            bad(Method::GET, format!("{base}?after={id}"), BAD, &["after"]),
+        ]);
     }
     // Bad cluster ids: too long, a percent-encoded slash, characters outside [A-Za-z0-9._-].
     for c in [
@@ -546,203 +517,79 @@ fn bad_requests(kind: Kind, cluster: &str, absent: &str, body_limit: usize) -> V
         "dot%00nul".to_owned(),
     ] {
         let naming = &["cluster"][..];
-        cases.push(bad(
-            Method::GET,
-            kind.base(&c),
-            StatusCode::BAD_REQUEST,
-            naming,
-        ));
-        cases.push(bad_body(
-            kind.base(&c),
-            JSON,
-            valid.clone(),
-            StatusCode::BAD_REQUEST,
-            naming,
-        ));
-        cases.push(bad(
-            Method::GET,
-            kind.entry(&c, absent),
-            StatusCode::BAD_REQUEST,
-            naming,
-        ));
-        cases.push(bad(
-            Method::POST,
-            kind.clean(&c, absent),
-            StatusCode::BAD_REQUEST,
-            naming,
-        ));
-        cases.push(bad(
-            Method::DELETE,
-            kind.entry(&c, absent),
-            StatusCode::BAD_REQUEST,
-            naming,
-        ));
-        cases.push(bad(
-            Method::HEAD,
-            kind.entry(&c, absent),
-            StatusCode::BAD_REQUEST,
-            &[],
-        ));
+        cases.extend([
+            bad(Method::GET, kind.base(&c), BAD, naming),
+            bad_body(kind.base(&c), JSON, valid.clone(), BAD, naming),
+            bad(Method::GET, kind.entry(&c, absent), BAD, naming),
+            bad(Method::POST, kind.clean(&c, absent), BAD, naming),
+            bad(Method::DELETE, kind.entry(&c, absent), BAD, naming),
+            bad(Method::HEAD, kind.entry(&c, absent), BAD, &[]),
+        ]);
     }
-    // Not JSON: 415 without a JSON content type, 400 with one.
-    cases.push(bad_body(
-        base.clone(),
-        None,
-        valid.clone(),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        &["json"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        Some("text/plain"),
-        valid.clone(),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        &["json"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        Some("application/x-www-form-urlencoded"),
-        "result=1",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        &["json"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        "this is not json",
-        StatusCode::BAD_REQUEST,
-        &["json"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        "",
-        StatusCode::BAD_REQUEST,
-        &["json"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        &valid[..valid.len() - 1],
-        StatusCode::BAD_REQUEST,
-        &["json"],
-    ));
-    // Wrong shapes and types.
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        "[]",
-        StatusCode::BAD_REQUEST,
-        &["object"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        "42",
-        StatusCode::BAD_REQUEST,
-        &["object"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        r#"{"version": 1}"#,
-        StatusCode::BAD_REQUEST,
-        &["result"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        r#"{"result": "x", "version": 1}"#,
-        StatusCode::BAD_REQUEST,
-        &["result"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        r#"{"result": [], "version": 1}"#,
-        StatusCode::BAD_REQUEST,
-        &["result"],
-    ));
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        r#"{"result": null, "version": 1}"#,
-        StatusCode::BAD_REQUEST,
-        &["result"],
-    ));
-    for version in [json!(2), json!("1"), json!(0), json!(1.5), json!(null)] {
-        let mut body = kind.body(absent);
-        body["version"] = version;
+    // Not JSON: 415 without a JSON content type, 400 with one; wrong shapes and types.
+    let form = Some("application/x-www-form-urlencoded");
+    let bodies: [(Option<&'static str>, &[u8], StatusCode, &str); 13] = [
+        (None, &valid, UNSUPPORTED, "json"),
+        (Some("text/plain"), &valid, UNSUPPORTED, "json"),
+        (form, b"result=1", UNSUPPORTED, "json"),
+        (JSON, b"this is not json", BAD, "json"),
+        (JSON, b"", BAD, "json"),
+        (JSON, &valid[..valid.len() - 1], BAD, "json"),
+        (JSON, b"[]", BAD, "object"),
+        (JSON, b"42", BAD, "object"),
+        (JSON, br#"{"version": 1}"#, BAD, "result"),
+        (JSON, br#"{"result": "x", "version": 1}"#, BAD, "result"),
+        (JSON, br#"{"result": [], "version": 1}"#, BAD, "result"),
+        (JSON, br#"{"result": null, "version": 1}"#, BAD, "result"),
+        (
+            JSON,
+            &body_with(&|b| b["version"] = json!(2)),
+            BAD,
+            "version",
+        ),
+    ];
+    for (content_type, body, status, naming) in bodies {
         cases.push(bad_body(
             base.clone(),
-            JSON,
-            serde_json::to_vec(&body).unwrap(),
-            StatusCode::BAD_REQUEST,
-            &["version"],
+            content_type,
+            body,
+            status,
+            &[naming],
         ));
     }
-    // Malformed ids in bodies.
-    for id in [
-        json!("xyz"),
-        json!(12),
-        json!(null),
-        json!(absent.to_owned() + "0"),
-        json!(["a"]),
-    ] {
-        cases.push(bad_body(
-            base.clone(),
-            JSON,
-            with(id_field, id),
-            StatusCode::BAD_REQUEST,
-            &[id_field],
-        ));
+    for version in [json!("1"), json!(0), json!(1.5), json!(null)] {
+        let body = body_with(&|b| b["version"] = version.clone());
+        cases.push(bad_body(base.clone(), JSON, body, BAD, &["version"]));
     }
-    let mut missing = kind.body(absent);
-    missing["result"].as_object_mut().unwrap().remove(id_field);
-    cases.push(bad_body(
-        base.clone(),
-        JSON,
-        serde_json::to_vec(&missing).unwrap(),
-        StatusCode::BAD_REQUEST,
-        &[id_field],
-    ));
+    // Malformed or missing ids in bodies, and (for jobs) fields of the wrong type.
+    let no_id = body_with(&|b| drop(b["result"].as_object_mut().unwrap().remove(id_field)));
+    cases.push(bad_body(base.clone(), JSON, no_id, BAD, &[id_field]));
+    let mut fields = vec![(
+        id_field,
+        vec![
+            json!("xyz"),
+            json!(12),
+            json!(null),
+            json!(absent.to_owned() + "0"),
+            json!(["a"]),
+        ],
+    )];
     if kind == Kind::Job {
-        for status in [json!("DONE"), json!("succeeded"), json!(1), json!(null)] {
-            cases.push(bad_body(
-                base.clone(),
-                JSON,
-                with("application-status", status),
-                StatusCode::BAD_REQUEST,
-                &["application-status"],
-            ));
-        }
-        for runtime in [json!(-1), json!("5"), json!(1.5), json!(i64::MIN)] {
-            cases.push(bad_body(
-                base.clone(),
-                JSON,
-                with("net-runtime", runtime),
-                StatusCode::BAD_REQUEST,
-                &["net-runtime"],
-            ));
-        }
-        for acc in [json!({"a": 1}), json!([]), json!("x")] {
-            cases.push(bad_body(
-                base.clone(),
-                JSON,
-                with("accumulator-results", acc),
-                StatusCode::BAD_REQUEST,
-                &["accumulator-results"],
-            ));
-        }
-        for cause in [json!("boom"), json!([1])] {
-            cases.push(bad_body(
-                base.clone(),
-                JSON,
-                with("failure-cause", cause),
-                StatusCode::BAD_REQUEST,
-                &["failure-cause"],
-            ));
-        }
+        fields.extend([
+            (
+                "application-status",
+                vec![json!("DONE"), json!("succeeded"), json!(1), json!(null)],
+            ),
+            (
+                "net-runtime",
+                vec![json!(-1), json!("5"), json!(1.5), json!(i64::MIN)],
+            ),
+            (
+                "accumulator-results",
+                vec![json!({"a": 1}), json!([]), json!("x")],
+            ),
+            ("failure-cause", vec![json!("boom"), json!([1])]),
+        ]);
     } else {
         // A job result sent to the application store: no application id.
         let mut job = Kind::Job.body(absent);
@@ -750,21 +597,26 @@ fn bad_requests(kind: Kind, cluster: &str, absent: &str, body_limit: usize) -> V
             .as_object_mut()
             .unwrap()
             .remove("application-id");
-        cases.push(bad_body(
-            base.clone(),
-            JSON,
-            serde_json::to_vec(&job).unwrap(),
-            StatusCode::BAD_REQUEST,
-            &["application-id"],
-        ));
+        let job = serde_json::to_vec(&job).unwrap();
+        cases.push(bad_body(base.clone(), JSON, job, BAD, &["application-id"]));
+    }
+    for (field, values) in fields {
+        for value in values {
+            cases.push(bad_body(
+                base.clone(),
+                JSON,
+                with(field, value),
+                BAD,
+                &[field],
+            ));
+        }
     }
     // Over the body limit (an otherwise valid body).
-    let mut big = kind.body(absent);
-    big["result"]["padding"] = json!("x".repeat(body_limit + 1));
+    let big = with("padding", json!("x".repeat(body_limit + 1)));
     cases.push(bad_body(
         base.clone(),
         JSON,
-        serde_json::to_vec(&big).unwrap(),
+        big,
         StatusCode::PAYLOAD_TOO_LARGE,
         &["limit"],
     ));
@@ -780,18 +632,13 @@ fn bad_requests(kind: Kind, cluster: &str, absent: &str, body_limit: usize) -> V
         ("limit=1.5", "limit"),
         ("after=", "after"),
     ] {
-        cases.push(bad(
-            Method::GET,
-            format!("{base}?{query}"),
-            StatusCode::BAD_REQUEST,
-            &[naming],
-        ));
+        cases.push(bad(Method::GET, format!("{base}?{query}"), BAD, &[naming]));
     }
     cases
 }
 
 /// Everything stored for the two kinds in `cluster`, as the API lists it.
-async fn snapshot(api: &Api, cluster: &str) -> Vec<Value> {
+async fn snapshot(api: &Client, cluster: &str) -> Vec<Value> {
     let mut all = Vec::new();
     for kind in KINDS {
         let r = api.get(&kind.base(cluster)).await;
@@ -801,28 +648,28 @@ async fn snapshot(api: &Api, cluster: &str) -> Vec<Value> {
     all
 }
 
-async fn send(api: &Api, b: &Bad) -> Resp {
-    api.request(
-        b.method.clone(),
-        &b.path,
-        b.content_type,
-        Body::from(b.body.clone()),
-    )
-    .await
+/// Creates a dirty entry, asserting 201.
+async fn create(api: &Client, kind: Kind, cluster: &str, id: &str) {
+    api.post_json(&kind.base(cluster), &kind.body(id))
+        .await
+        .expect(StatusCode::CREATED);
+}
+
+async fn send(api: &Client, b: &Bad) -> Resp {
+    api.request(b.method.clone(), &b.path, b.content_type, b.body.clone())
+        .await
 }
 
 backend_tests!(
     bad_input_is_refused_by_name_and_changes_nothing,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
         let cluster = "bad-input";
+        let api = ts.api(HttpConfig::default());
         // Something to leave unchanged: a dirty and a clean entry of each kind.
         for kind in KINDS {
             for clean in [false, true] {
                 let id = random_hex();
-                api.post_json(&kind.base(cluster), &kind.body(&id))
-                    .await
-                    .expect(StatusCode::CREATED);
+                create(&api, kind, cluster, &id).await;
                 if clean {
                     api.post_empty(&kind.clean(cluster, &id))
                         .await
@@ -884,12 +731,7 @@ backend_tests!(body_limit_defaults_to_one_mebibyte, |ts| async move {
         };
         let at = random_hex();
         let r = api
-            .request(
-                Method::POST,
-                &kind.base("limits"),
-                JSON,
-                body_of(&at, limit),
-            )
+            .post_raw(&kind.base("limits"), &body_of(&at, limit))
             .await;
         r.expect(StatusCode::CREATED);
         let read = api.get(&kind.entry("limits", &at)).await;
@@ -899,12 +741,7 @@ backend_tests!(body_limit_defaults_to_one_mebibyte, |ts| async move {
         );
         let over = random_hex();
         let r = api
-            .request(
-                Method::POST,
-                &kind.base("limits"),
-                JSON,
-                body_of(&over, limit + 1),
-            )
+            .post_raw(&kind.base("limits"), &body_of(&over, limit + 1))
             .await;
         r.error_naming(StatusCode::PAYLOAD_TOO_LARGE, &["limit"]);
         api.get(&kind.entry("limits", &over))
@@ -948,9 +785,7 @@ backend_tests!(
         let (mut dirty, mut clean) = (BTreeSet::new(), BTreeSet::new());
         for i in 0..250 {
             let id = random_hex();
-            api.post_json(&kind.base(cluster), &kind.body(&id))
-                .await
-                .expect(StatusCode::CREATED);
+            create(&api, kind, cluster, &id).await;
             if i % 3 == 1 {
                 api.post_empty(&kind.clean(cluster, &id))
                     .await
@@ -964,9 +799,7 @@ backend_tests!(
         let mut others = BTreeSet::new();
         for _ in 0..40 {
             let id = random_hex();
-            api.post_json(&kind.base(other), &kind.body(&id))
-                .await
-                .expect(StatusCode::CREATED);
+            create(&api, kind, other, &id).await;
             others.insert(id);
         }
         // The same ids in the application store: never listed with job results either.
@@ -1064,9 +897,7 @@ backend_tests!(delete_on_commit_deletes_on_mark_clean, |ts| async move {
     for kind in KINDS {
         let (id, keep) = (random_hex(), random_hex());
         for i in [&id, &keep] {
-            api.post_json(&kind.base(cluster), &kind.body(i))
-                .await
-                .expect(StatusCode::CREATED);
+            create(&api, kind, cluster, i).await;
         }
         let r = api.post_empty(&kind.clean(cluster, &id)).await;
         r.expect(StatusCode::NO_CONTENT);
@@ -1095,9 +926,7 @@ backend_tests!(delete_on_commit_deletes_on_mark_clean, |ts| async move {
         assert_eq!(ids(&listed, kind), [keep.as_str()]);
         assert_eq!(listed[0]["state"], "dirty");
         // Gone means gone: the id can be registered again.
-        api.post_json(&kind.base(cluster), &kind.body(&id))
-            .await
-            .expect(StatusCode::CREATED);
+        create(&api, kind, cluster, &id).await;
     }
 });
 
@@ -1109,9 +938,7 @@ backend_tests!(
         for kind in KINDS {
             let (dirty, clean, absent) = (random_hex(), random_hex(), random_hex());
             for id in [&dirty, &clean] {
-                api.post_json(&kind.base(cluster), &kind.body(id))
-                    .await
-                    .expect(StatusCode::CREATED);
+                create(&api, kind, cluster, id).await;
             }
             api.post_empty(&kind.clean(cluster, &clean))
                 .await
@@ -1157,33 +984,19 @@ backend_tests!(
 /// `n` copies of one request sent at once over real connections; the answers' statuses and
 /// JSON bodies.
 async fn race(
-    server: &common::TestServer,
-    n: usize,
-    path: &str,
-    body: Option<Value>,
+    server: &common::Service, n: usize, path: &str, body: Option<Value>,
 ) -> Vec<(StatusCode, Value)> {
-    let barrier = Arc::new(tokio::sync::Barrier::new(n));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..n {
-        let (client, url, body, barrier) = (
-            server.client.clone(),
-            server.url(path),
-            body.clone(),
-            barrier.clone(),
-        );
-        tasks.spawn(async move {
-            let request = match &body {
-                Some(b) => client.post(url).json(b),
-                None => client.post(url),
-            };
-            barrier.wait().await;
-            let response = request.send().await.expect("an answer");
-            let status = StatusCode::from_u16(response.status().as_u16()).unwrap();
-            let json: Value = response.json().await.expect("a JSON answer");
-            (status, json)
-        });
-    }
-    tasks.join_all().await
+    common::at_once(n, |_| {
+        let (http, path, body) = (server.http.clone(), path.to_owned(), body.clone());
+        async move {
+            let r = http
+                .try_post(&path, body.as_ref())
+                .await
+                .expect("an answer");
+            (r.status, r.json())
+        }
+    })
+    .await
 }
 
 backend_tests!(
@@ -1215,13 +1028,7 @@ backend_tests!(
                 );
                 common::assert_no_database_text("409", message);
             }
-            let listed = server
-                .client
-                .get(server.url(&kind.base("race")))
-                .send()
-                .await
-                .unwrap();
-            let listed: Value = listed.json().await.unwrap();
+            let listed = server.http.get(&kind.base("race")).await.json();
             assert_eq!(
                 ids(listed[kind.list_field()].as_array().unwrap(), kind),
                 [id]
@@ -1234,16 +1041,12 @@ backend_tests!(
     concurrent_mark_cleans_all_answer_200_with_one_cleaned_at,
     |ts| async move {
         let server = ts.serve(HttpConfig::default()).await;
-        for kind in KINDS {
-            let id = random_hex();
+        for (kind, id) in KINDS.map(|kind| (kind, random_hex())) {
             let r = server
-                .client
-                .post(server.url(&kind.base("race")))
-                .json(&kind.body(&id))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status().as_u16(), 201);
+                .http
+                .post_json(&kind.base("race"), &kind.body(&id))
+                .await;
+            assert_eq!(r.status.as_u16(), 201);
             let answers = race(&server, 32, &kind.clean("race", &id), None).await;
             let mut cleaned_at = BTreeSet::new();
             for (status, entry) in &answers {
@@ -1256,15 +1059,7 @@ backend_tests!(
                 1,
                 "{kind:?}: several cleaned-at: {cleaned_at:?}"
             );
-            let stored: Value = server
-                .client
-                .get(server.url(&kind.entry("race", &id)))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let stored = server.http.get(&kind.entry("race", &id)).await.json();
             assert_eq!(
                 stored["cleaned-at"].as_str(),
                 cleaned_at.first().map(String::as_str)
@@ -1302,27 +1097,11 @@ const VIEWS: [&str; 4] = [
 /// `SELECT * FROM view` on each view, straight on the database: the rows of each, or the
 /// first error.
 async fn select_every_view(ts: &TestStore) -> Vec<(&'static str, Result<usize, String>)> {
-    use sqlx::Connection;
     let mut out = Vec::new();
     for view in VIEWS {
         let q = format!("SELECT * FROM {view}");
-        let rows = match ts.backend {
-            common::Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-                sqlx::raw_sql(sqlx::AssertSqlSafe(q))
-                    .fetch_all(&mut c)
-                    .await
-                    .map(|r| r.len())
-            }
-            common::Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
-                sqlx::raw_sql(sqlx::AssertSqlSafe(q))
-                    .fetch_all(&mut c)
-                    .await
-                    .map(|r| r.len())
-            }
-        };
-        out.push((view, rows.map_err(|e| e.to_string())));
+        let rows = common::row_count(&ts.url, &q).await;
+        out.push((view, rows));
     }
     out
 }
@@ -1342,45 +1121,33 @@ backend_tests!(
     |ts| async move {
         let api = ts.api(HttpConfig::default());
         let base = Kind::Job.base("views");
-        let hostile = [
-            ("net-runtime", "9223372036854775808"),
-            ("net-runtime", "18446744073709551615"),
-            ("net-runtime", "18446744073709551616"),
-            ("net-runtime", "1000000000000000000000000000000"),
-            ("net-runtime", "1.0"),
-            ("net-runtime", "1e3"),
-            ("net-runtime", "-1"),
-            ("start-time", "18446744073709551615"),
-            ("start-time", "-9223372036854775809"),
-            ("end-time", "9223372036854775808"),
+        // Refused (naming the field), then kept.
+        let (refused, kept) = (StatusCode::BAD_REQUEST, StatusCode::CREATED);
+        let cases = [
+            ("net-runtime", "9223372036854775808", refused),
+            ("net-runtime", "18446744073709551615", refused),
+            ("net-runtime", "18446744073709551616", refused),
+            ("net-runtime", "1000000000000000000000000000000", refused),
+            ("net-runtime", "1.0", refused),
+            ("net-runtime", "1e3", refused),
+            ("net-runtime", "-1", refused),
+            ("start-time", "18446744073709551615", refused),
+            ("start-time", "-9223372036854775809", refused),
+            ("end-time", "9223372036854775808", refused),
+            ("net-runtime", "0", kept),
+            ("net-runtime", "9223372036854775807", kept),
+            ("start-time", "-9223372036854775808", kept),
+            ("end-time", "9223372036854775807", kept),
         ];
-        for (field, raw) in hostile {
+        for (field, raw, status) in cases {
             let r = api
-                .request(
-                    Method::POST,
-                    &base,
-                    Some("application/json"),
-                    job_body_with(&random_hex(), field, raw),
-                )
+                .post_raw(&base, &job_body_with(&random_hex(), field, raw))
                 .await;
-            r.error_naming(StatusCode::BAD_REQUEST, &[field]);
-        }
-        let kept = [
-            ("net-runtime", "0"),
-            ("net-runtime", "9223372036854775807"),
-            ("start-time", "-9223372036854775808"),
-            ("end-time", "9223372036854775807"),
-        ];
-        for (field, raw) in kept {
-            let r = api
-                .request(
-                    Method::POST,
-                    &base,
-                    Some("application/json"),
-                    job_body_with(&random_hex(), field, raw),
-                )
-                .await;
-            r.expect(StatusCode::CREATED);
+            if status == refused {
+                r.error_naming(StatusCode::BAD_REQUEST, &[field]);
+            } else {
+                r.expect(StatusCode::CREATED);
+            }
         }
         for (view, rows) in select_every_view(&ts).await {
             let rows = rows.unwrap_or_else(|e| panic!("SELECT * FROM {view} failed: {e}"));
@@ -1426,14 +1193,7 @@ backend_tests!(
                 fields.join(", ")
             );
             let cluster = "numbers";
-            let r = api
-                .request(
-                    Method::POST,
-                    &kind.base(cluster),
-                    Some("application/json"),
-                    body,
-                )
-                .await;
+            let r = api.post_raw(&kind.base(cluster), &body).await;
             r.expect(StatusCode::CREATED);
             let read = api.get(&kind.entry(cluster, &id)).await;
             read.expect(StatusCode::OK);
@@ -1457,14 +1217,7 @@ backend_tests!(
             let mut result = Kind::Job.result(&id).to_string();
             result.truncate(result.len() - 1);
             let body = format!(r#"{{"result": {result}, "huge": {raw}}}}}"#);
-            let r = api
-                .request(
-                    Method::POST,
-                    &Kind::Job.base("numbers"),
-                    Some("application/json"),
-                    body,
-                )
-                .await;
+            let r = api.post_raw(&Kind::Job.base("numbers"), &body).await;
             r.error_naming(StatusCode::BAD_REQUEST, &["result.huge"]);
             api.get(&Kind::Job.entry("numbers", &id))
                 .await

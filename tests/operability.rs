@@ -4,13 +4,13 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use common::{Backend, Kind, TestStore, random_hex};
+use axum::http::{Method, StatusCode, header};
+use common::{
+    Backend, Client, KINDS, Kind, Serve, TestDb, TestStore, jobstore_command, random_hex,
+    run_bounded, run_jobstore,
+};
 use jobstore::executor::{self, ExecutorConfig};
 use jobstore::flink::FlinkClient;
 use jobstore::http::auth::Tokens;
@@ -22,48 +22,36 @@ use jobstore::store::{
 };
 use jobstore::wire::{ResultId, ResultKind};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const READ: &str = "reader-token-0123";
 const WRITE: &str = "writer-token-4567";
 
 async fn call(
-    app: &Router,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
+    app: &Client, method: &str, path: &str, token: Option<&str>, body: Option<Value>,
 ) -> (StatusCode, String) {
-    let mut req = Request::builder().method(method).uri(path);
-    if let Some(t) = token {
-        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|b| ("authorization", b.as_str()))
+        .collect();
+    if body.is_some() {
+        headers.push(("content-type", "application/json"));
     }
-    let body = match body {
-        Some(b) => {
-            req = req.header(header::CONTENT_TYPE, "application/json");
-            Body::from(b.to_string())
-        }
-        None => Body::empty(),
-    };
-    let res = app.clone().oneshot(req.body(body).unwrap()).await.unwrap();
-    let status = res.status();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let method = Method::from_bytes(method.as_bytes()).unwrap();
+    let r = app.try_send(method, path, &headers, body).await;
+    let r = r.unwrap_or_else(|e| panic!("no answer: {e}"));
+    (r.status, r.text())
 }
 
 #[tokio::test]
 async fn tokens_guard_every_route_but_health_readiness_and_metrics() {
     let ts = TestStore::new(Backend::Sqlite).await;
     let tokens = Tokens::parse_env(&format!("read:{READ},write:{WRITE}")).unwrap();
-    let app = router(AppState::new(
-        ts.store.clone(),
-        HttpConfig {
-            tokens,
-            ..HttpConfig::default()
-        },
-    ));
+    let app = ts.api(HttpConfig {
+        tokens,
+        ..HttpConfig::default()
+    });
     let id = random_hex();
     let create = Kind::Job.body(&id);
     let job = random_hex();
@@ -96,13 +84,18 @@ async fn tokens_guard_every_route_but_health_readiness_and_metrics() {
         );
     }
     // A Basic credential is not a bearer token.
-    let req = Request::get("/v1/clusters")
-        .header(header::AUTHORIZATION, format!("Basic {WRITE}"))
-        .body(Body::empty())
-        .unwrap();
-    let res = app.clone().oneshot(req).await.unwrap();
-    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
-    assert_eq!(res.headers()[header::WWW_AUTHENTICATE], "Bearer");
+    let basic = format!("Basic {WRITE}");
+    let res = app
+        .try_send(
+            Method::GET,
+            "/v1/clusters",
+            &[("authorization", &basic)],
+            "",
+        )
+        .await
+        .expect("an answer");
+    assert_eq!(res.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(res.headers[header::WWW_AUTHENTICATE], "Bearer");
 
     // Writes need the write scope; nothing is stored by a refused one.
     let base = "/v1/clusters/c1/job-results";
@@ -148,7 +141,7 @@ async fn tokens_guard_every_route_but_health_readiness_and_metrics() {
 #[tokio::test]
 async fn without_tokens_auth_is_off() {
     let ts = TestStore::new(Backend::Sqlite).await;
-    let app = router(AppState::new(ts.store.clone(), HttpConfig::default()));
+    let app = ts.api(HttpConfig::default());
     let (status, _) = call(&app, "GET", "/v1/clusters", None, None).await;
     assert_eq!(status, StatusCode::OK);
 }
@@ -164,7 +157,7 @@ fn sample(page: &str, name_and_labels: &str) -> Option<f64> {
 async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore) {
     let state = AppState::new(ts.store.clone(), HttpConfig::default());
     let metrics = state.metrics.clone();
-    let app = router(state);
+    let app = Client::router(router(state));
     let base = "/v1/clusters/metrics-c/job-results";
     let ids: Vec<String> = (0..3).map(|_| random_hex()).collect();
     for id in &ids {
@@ -326,19 +319,8 @@ async fn clean_retention_removes_only_old_clean_entries(ts: TestStore) {
     let mut dirty = Vec::new();
     for i in 0..6 {
         let id = random_hex();
-        for kind in [ResultKind::Job, ResultKind::Application] {
-            let k = if kind == ResultKind::Job {
-                Kind::Job
-            } else {
-                Kind::Application
-            };
-            store
-                .create_result(&cluster, k.id(&id), &k.result(&id))
-                .await
-                .unwrap();
-            if i % 2 == 0 {
-                store.mark_result_clean(&cluster, k.id(&id)).await.unwrap();
-            }
+        for kind in KINDS {
+            ts.put_result(kind, "retention", &id, i % 2 == 0).await;
         }
         if i % 2 == 0 {
             clean.push(id)
@@ -346,29 +328,24 @@ async fn clean_retention_removes_only_old_clean_entries(ts: TestStore) {
             dirty.push(id)
         }
     }
-    // A retention longer than the entries' age removes nothing.
-    let report = executor::apply_retention(
-        store,
-        Some(Duration::from_secs(3600)),
-        Duration::from_secs(3600),
-    )
-    .await
-    .unwrap();
-    assert_eq!((report.job_results, report.application_results), (0, 0));
-    // Without a clean retention, clean entries are kept.
-    let report = executor::apply_retention(store, None, Duration::from_secs(3600))
-        .await
-        .unwrap();
-    assert_eq!((report.job_results, report.application_results), (0, 0));
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let report = executor::apply_retention(
-        store,
-        Some(Duration::from_millis(1)),
-        Duration::from_secs(3600),
-    )
-    .await
-    .unwrap();
-    assert_eq!((report.job_results, report.application_results), (3, 3));
+    // A retention longer than the entries' age removes nothing; without a clean retention,
+    // clean entries are kept; a retention shorter than their age removes the clean ones.
+    let hour = Duration::from_secs(3600);
+    for (clean_retention, pause, removed) in [
+        (Some(hour), Duration::ZERO, (0, 0)),
+        (None, Duration::ZERO, (0, 0)),
+        (
+            Some(Duration::from_millis(1)),
+            Duration::from_millis(20),
+            (3, 3),
+        ),
+    ] {
+        tokio::time::sleep(pause).await;
+        let report = executor::apply_retention(store, clean_retention, hour)
+            .await
+            .unwrap();
+        assert_eq!((report.job_results, report.application_results), removed);
+    }
     for kind in [ResultKind::Job, ResultKind::Application] {
         let left = store
             .list_results(
@@ -401,39 +378,13 @@ async fn gc_command_applies_the_retention_once() {
     let cluster: ClusterId = "gc".parse().unwrap();
     let old = random_hex();
     let kept = random_hex();
-    ts.store
-        .create_result(
-            &cluster,
-            ResultId::parse(ResultKind::Job, &old).unwrap(),
-            &Kind::Job.result(&old),
-        )
-        .await
-        .unwrap();
-    ts.store
-        .mark_result_clean(&cluster, ResultId::parse(ResultKind::Job, &old).unwrap())
-        .await
-        .unwrap();
-    ts.store
-        .create_result(
-            &cluster,
-            ResultId::parse(ResultKind::Job, &kept).unwrap(),
-            &Kind::Job.result(&kept),
-        )
-        .await
-        .unwrap();
+    ts.put_result(Kind::Job, "gc", &old, true).await;
+    ts.put_result(Kind::Job, "gc", &kept, false).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"))
-        .args(["gc", "--database-url", &ts.url, "--clean-retention", "10ms"])
-        .env_remove("JOBSTORE_OPERATION_RETENTION")
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let gc = ["gc", "--database-url", &ts.url, "--clean-retention", "10ms"];
+    let out = run_jobstore(&gc, &[], Duration::from_secs(60));
+    let stdout = &out.stdout;
+    assert!(out.status.success(), "{stdout} {}", out.stderr);
     assert!(stdout.contains("removed 1 clean job results, 0 clean application results, 0 completed savepoint operations"), "{stdout}");
     assert!(
         ts.store
@@ -451,23 +402,6 @@ async fn gc_command_applies_the_retention_once() {
     );
 }
 
-/// A serve process that is killed when the test ends.
-struct Child(tokio::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.start_kill();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test]
 async fn json_logs_carry_the_matched_route_and_no_secrets() {
     let db = common::PgDatabase::create().await;
@@ -480,72 +414,33 @@ async fn json_logs_carry_the_matched_route_and_no_secrets() {
         url.contains(password),
         "DATABASE_URL with the user postgres is needed: {url}"
     );
-    let port = free_port();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"))
-        .args([
-            "serve",
-            "--database-url",
-            &url,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--log-format",
-            "json",
-        ])
-        .env("JOBSTORE_TOKENS", format!("write:{WRITE}"))
-        .env("JOBSTORE_LOG", "info")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let guard = Child(child);
-    let http = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut ready = false;
-    for _ in 0..100 {
-        if let Ok(r) = http.get(format!("{base}/readyz")).send().await {
-            ready = r.status().is_success();
-            if ready {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(ready, "jobstore did not become ready");
+    let env = format!("write:{WRITE}");
+    let mut serve = Serve::start_with_env(&url, &[], &[("JOBSTORE_TOKENS", &env)]).await;
     let id = random_hex();
-    let r = http
-        .post(format!("{base}/v1/clusters/logs/job-results"))
-        .bearer_auth(WRITE)
-        .json(&Kind::Job.body(&id))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let r = http
-        .get(format!("{base}/v1/clusters"))
-        .bearer_auth("wrong-token-xyz")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
+    let base = "/v1/clusters/logs/job-results";
+    let (status, _) = call(
+        &serve.http,
+        "POST",
+        base,
+        Some(WRITE),
+        Some(Kind::Job.body(&id)),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, _) = call(
+        &serve.http,
+        "GET",
+        "/v1/clusters",
+        Some("wrong-token-xyz"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 401);
     // SIGTERM: the process flushes its log and exits.
-    let mut child = guard;
-    let pid = child.0.id().unwrap();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = tokio::time::timeout(Duration::from_secs(20), child.0.wait())
-        .await
-        .unwrap()
-        .unwrap();
+    serve.sigterm();
+    let status = serve.wait_exit(Duration::from_secs(20)).await;
     assert!(status.success(), "{status}");
-    let mut text = String::new();
-    tokio::io::AsyncReadExt::read_to_string(&mut tokio::io::BufReader::new(stderr), &mut text)
-        .await
-        .unwrap();
+    let text = serve.logs();
     let lines: Vec<Value> = text
         .lines()
         .map(|l| {
@@ -582,20 +477,26 @@ const ADMIN_PROD: &str = "prod-admin-token-0246";
 
 /// The tokens file of the scope tests, and a router on it whose un-prefixed Flink routes act
 /// on `default_cluster`.
-fn scoped_app(ts: &TestStore, default_cluster: &str) -> Router {
+fn scoped_app(ts: &TestStore, default_cluster: &str) -> Client {
     let file = format!(
         "# operators, dashboards, plugins\nadmin {ADMIN}\nread {READ}\nwrite {WRITE}\n\
          write prod-* {WRITE_PROD}\nadmin prod-*,staging {ADMIN_PROD}\n"
     );
     let tokens = Tokens::parse_file(&file, "tokens").unwrap();
-    router(AppState::new(
-        ts.store.clone(),
-        HttpConfig {
-            tokens,
-            default_cluster: default_cluster.parse().unwrap(),
-            ..HttpConfig::default()
-        },
-    ))
+    ts.api(HttpConfig {
+        tokens,
+        default_cluster: default_cluster.parse().unwrap(),
+        ..HttpConfig::default()
+    })
+}
+
+/// Asserts that a request with the `write prod-*` token is neither 401 nor 403.
+async fn reaches(app: &Client, method: &str, path: &str, body: Option<Value>) {
+    let (status, body) = call(app, method, path, Some(WRITE_PROD), body).await;
+    assert!(
+        status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
+        "{status} {body}"
+    );
 }
 
 fn error_of(body: &str) -> String {
@@ -623,14 +524,7 @@ backend_tests!(
         let app = scoped_app(&ts, "default");
         let job = random_hex();
         for kind in [Kind::Job, Kind::Application] {
-            let seg = match kind {
-                Kind::Job => "job-results",
-                Kind::Application => "application-results",
-            };
-            let store_kind = match kind {
-                Kind::Job => ResultKind::Job,
-                Kind::Application => ResultKind::Application,
-            };
+            let (seg, store_kind) = (kind.segment(), kind.store());
             // Refused on dev-1, also spelled with a percent escape; nothing stored.
             let id = random_hex();
             for cluster in ["dev-1", "dev%2D1"] {
@@ -695,18 +589,7 @@ backend_tests!(
             let (status, body) = call(&app, "GET", &path, Some(WRITE_PROD), None).await;
             assert_eq!(status, StatusCode::FORBIDDEN, "GET {path}: {body}");
         }
-        let (status, body) = call(
-            &app,
-            "POST",
-            &format!("/v1/clusters/prod-eu/jobs/{job}/savepoints"),
-            Some(WRITE_PROD),
-            Some(json!({})),
-        )
-        .await;
-        assert!(
-            status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
-            "{status} {body}"
-        );
+        reaches(&app, "POST", &format!("/v1/clusters/prod-eu/jobs/{job}/savepoints"), Some(json!({}))).await;
         for path in [
             "/v1/clusters/prod-eu/savepoint-operations",
             "/v1/clusters/prod-eu",
@@ -726,30 +609,8 @@ backend_tests!(
 
         // With a default cluster of its own, the token reaches the un-prefixed routes.
         let app = scoped_app(&ts, "prod-main");
-        let (status, body) = call(
-            &app,
-            "POST",
-            &format!("/jobs/{job}/savepoints"),
-            Some(WRITE_PROD),
-            Some(json!({})),
-        )
-        .await;
-        assert!(
-            status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
-            "{status} {body}"
-        );
-        let (status, body) = call(
-            &app,
-            "GET",
-            &format!("/jobs/{job}/savepoints/{}", random_hex()),
-            Some(WRITE_PROD),
-            None,
-        )
-        .await;
-        assert!(
-            status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
-            "{status} {body}"
-        );
+        reaches(&app, "POST", &format!("/jobs/{job}/savepoints"), Some(json!({}))).await;
+        reaches(&app, "GET", &format!("/jobs/{job}/savepoints/{}", random_hex()), None).await;
     }
 );
 
@@ -818,10 +679,8 @@ backend_tests!(
         assert!(!configured.iter().any(|c| c == "dev-1"), "{configured:?}");
 
         // DELETE of entries, both kinds.
-        for (kind, store_kind, seg) in [
-            (Kind::Job, ResultKind::Job, "job-results"),
-            (Kind::Application, ResultKind::Application, "application-results"),
-        ] {
+        for kind in KINDS {
+            let (store_kind, seg) = (kind.store(), kind.segment());
             for (cluster, admin) in [("x", ADMIN), ("prod-eu", ADMIN_PROD)] {
                 let id = random_hex();
                 let base = format!("/v1/clusters/{cluster}/{seg}");
@@ -857,10 +716,10 @@ backend_tests!(
 /// `jobstore serve` with a message naming its line or item, never printing the token.
 #[tokio::test]
 async fn malformed_token_lines_stop_the_start_without_printing_the_token() {
-    let dir = tempfile::tempdir().unwrap();
+    let sqlite = TestDb::new(Backend::Sqlite).await;
     let secret = "s3cret-token-value-42";
-    let file = dir.path().join("tokens");
-    let db = format!("sqlite://{}", dir.path().join("j.db").display());
+    let file = sqlite.sqlite_dir().unwrap().join("tokens");
+    let db = sqlite.url.clone();
     let cases: [(&str, Option<String>, Option<String>); 3] = [
         (
             "line 3",
@@ -877,11 +736,8 @@ async fn malformed_token_lines_stop_the_start_without_printing_the_token() {
         ),
     ];
     for (origin, file_text, env) in cases {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"));
-        cmd.args(["serve", "--database-url", &db, "--listen", "127.0.0.1:0"])
-            .env_remove("JOBSTORE_TOKENS")
-            .env_remove("JOBSTORE_TOKENS_FILE")
-            .kill_on_drop(true);
+        let mut cmd = jobstore_command(&[]);
+        cmd.args(["serve", "--database-url", &db, "--listen", "127.0.0.1:0"]);
         if let Some(text) = &file_text {
             std::fs::write(&file, text).unwrap();
             cmd.arg("--tokens-file").arg(&file);
@@ -889,11 +745,8 @@ async fn malformed_token_lines_stop_the_start_without_printing_the_token() {
         if let Some(env) = &env {
             cmd.env("JOBSTORE_TOKENS", env);
         }
-        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-            .await
-            .expect("jobstore serve did not stop on a malformed tokens line")
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let out = run_bounded(cmd, Duration::from_secs(60));
+        let stderr = &out.stderr;
         assert!(!out.status.success(), "{origin}: {stderr}");
         assert!(stderr.contains(origin), "{origin}: {stderr}");
         assert!(
@@ -904,44 +757,18 @@ async fn malformed_token_lines_stop_the_start_without_printing_the_token() {
         assert!(!stderr.contains(secret), "{origin}: {stderr}");
     }
     // The same file with well-formed lines starts (a cluster-limited line included).
-    let port = free_port();
     std::fs::write(
         &file,
         format!("admin {ADMIN}\nwrite prod-*,staging {WRITE_PROD}\n"),
     )
     .unwrap();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"))
-        .args([
-            "serve",
-            "--database-url",
-            &db,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg("--tokens-file")
-        .arg(&file)
-        .env_remove("JOBSTORE_TOKENS")
-        .stderr(Stdio::null())
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let _guard = Child(child);
-    let http = reqwest::Client::new();
-    let mut answered = None;
-    for _ in 0..300 {
-        if let Ok(r) = http
-            .get(format!(
-                "http://127.0.0.1:{port}/v1/clusters/prod-eu/job-results"
-            ))
-            .bearer_auth(WRITE_PROD)
-            .send()
+    let tokens = file.display().to_string();
+    let serve = Serve::start(&db, &["--tokens-file", &tokens]).await;
+    let path = "/v1/clusters/prod-eu/job-results";
+    let answered = Some(
+        call(&serve.http, "GET", path, Some(WRITE_PROD), None)
             .await
-        {
-            answered = Some(r.status());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(answered, Some(reqwest::StatusCode::OK));
+            .0,
+    );
+    assert_eq!(answered, Some(StatusCode::OK));
 }

@@ -2,135 +2,24 @@
 //! PostgreSQL database, `jobstore migrate`, a database migrated by a newer jobstore,
 //! SIGTERM, and the docker-compose file that deploys it.
 //!
-//! Every child process is held by a [`Child`] guard that kills and reaps it on drop, also
-//! when a test panics.
+//! Every `jobstore serve` is held by the harness's guard ([`Serve`]), which stops it by its
+//! pid on drop, also when a test panics.
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::Duration;
 
-use serde_json::{Value, json};
-use sqlx::Connection;
+use serde_json::json;
 
-use common::{Kind, PgDatabase, random_hex};
-
-const BIN: &str = env!("CARGO_BIN_EXE_jobstore");
-
-/// A running `jobstore` process; killed and reaped on drop.
-struct Child {
-    name: String,
-    child: std::process::Child,
-    log: PathBuf,
-}
-
-impl Child {
-    /// Starts `jobstore ARGS`, output to a log file in `dir`, with no `JOBSTORE_*` variable
-    /// of the environment leaking in.
-    fn start(dir: &Path, name: &str, args: &[&str]) -> Child {
-        let log = dir.join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).expect("a log file");
-        let mut command = Command::new(BIN);
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("a log file"))
-            .stderr(out);
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("JOBSTORE_") {
-                command.env_remove(key);
-            }
-        }
-        command.env("JOBSTORE_LOG", "info");
-        let child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
-        Child {
-            name: name.to_owned(),
-            child,
-            log,
-        }
-    }
-
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The exit status, waiting at most `limit`.
-    async fn wait(&mut self, limit: Duration) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "{} still running after {limit:?}; output:\n{}",
-                self.name,
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Polls `GET /readyz` until it answers 200, failing if the process exits first.
-    async fn wait_ready(&mut self, base: &str, limit: Duration) {
-        let client = reqwest::Client::new();
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                panic!(
-                    "{} exited ({status}) before it was ready; output:\n{}",
-                    self.name,
-                    self.output()
-                );
-            }
-            if let Ok(r) = client
-                .get(format!("{base}/readyz"))
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await
-                && r.status() == reqwest::StatusCode::OK
-            {
-                return;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "{} not ready after {limit:?}; output:\n{}",
-                self.name,
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        // Kill the one process this guard started, by its handle, and reap it.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `n` distinct free ports on 127.0.0.1 (held together while choosing, so none repeats).
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
+use common::{Backend, Kind, PgDatabase, Serve, TestDb, random_hex, run_jobstore};
 
 /// Runs `jobstore ARGS` to its end (at most 60 s): its status and output.
-async fn run(dir: &Path, name: &str, args: &[&str]) -> (ExitStatus, String) {
-    let mut child = Child::start(dir, name, args);
-    let status = child.wait(Duration::from_secs(60)).await;
-    (status, child.output())
+fn run(args: &[&str]) -> (ExitStatus, String) {
+    let run = run_jobstore(args, &[("JOBSTORE_LOG", "info")], Duration::from_secs(60));
+    (run.status, run.output())
 }
 
 /// The versions of this source tree's migrations (`V{n}__*.sql`) for one backend.
@@ -152,28 +41,26 @@ fn migration_versions(backend: &str) -> Vec<i64> {
     versions
 }
 
-/// refinery's history on PostgreSQL: how many rows each version has.
+/// refinery's history (either backend): how many rows each version has.
+async fn history(url: &str) -> BTreeMap<i64, i64> {
+    let sql =
+        "SELECT CAST(version AS BIGINT), COUNT(*) FROM refinery_schema_history GROUP BY version";
+    common::fetch_all::<(i64, i64)>(url, sql)
+        .await
+        .into_iter()
+        .collect()
+}
+
+/// refinery's history on PostgreSQL.
 async fn pg_history(db: &PgDatabase) -> BTreeMap<i64, i64> {
-    let mut conn = db.connect().await;
-    let rows: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT CAST(version AS BIGINT), COUNT(*) FROM refinery_schema_history GROUP BY version",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .expect("refinery_schema_history");
-    rows.into_iter().collect()
+    history(&db.url).await
 }
 
 /// Whether these tables exist in the PostgreSQL database.
 async fn pg_tables_exist(db: &PgDatabase, tables: &[&str]) -> bool {
-    let mut conn = db.connect().await;
     for table in tables {
-        let found: Option<String> = sqlx::query_scalar("SELECT CAST(to_regclass($1) AS TEXT)")
-            .bind(*table)
-            .fetch_one(&mut conn)
-            .await
-            .expect("to_regclass");
-        if found.is_none() {
+        let sql = format!("SELECT COUNT(to_regclass('{table}'))");
+        if common::scalar(&db.url, &sql).await == 0 {
             return false;
         }
     }
@@ -192,27 +79,12 @@ const RESULT_TABLES: [&str; 2] = ["job_results", "application_results"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_replicas_start_together_on_an_empty_database() {
     let db = PgDatabase::create().await;
-    let dir = tempfile::TempDir::new().unwrap();
-    let ports = free_ports(4);
-    let bases: Vec<String> = ports
-        .iter()
-        .map(|p| format!("http://127.0.0.1:{p}"))
-        .collect();
     // All four at the same moment, on a database with no schema yet.
-    let mut replicas: Vec<Child> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| {
-            let listen = format!("127.0.0.1:{port}");
-            Child::start(
-                dir.path(),
-                &format!("replica-{i}"),
-                &["serve", "--database-url", &db.url, "--listen", &listen],
-            )
-        })
+    let mut replicas: Vec<Serve> = (0..4)
+        .map(|i| Serve::spawn(&format!("replica-{i}"), &db.url, &[], &[]))
         .collect();
-    for (replica, base) in replicas.iter_mut().zip(&bases) {
-        replica.wait_ready(base, Duration::from_secs(60)).await;
+    for replica in &mut replicas {
+        replica.wait_ready(Duration::from_secs(60)).await;
     }
     // The schema was applied once: one history row per migration, no more.
     assert_eq!(pg_history(&db).await, one_row_per_migration("postgres"));
@@ -220,57 +92,39 @@ async fn four_replicas_start_together_on_an_empty_database() {
 
     // One shared store: written through one replica, read through another, and the same
     // create sent to all four at once registers one entry.
-    let client = reqwest::Client::new();
     let kind = Kind::Job;
     let id = random_hex();
-    let r = client
-        .post(format!("{}{}", bases[0], kind.base("shared")))
-        .json(&kind.body(&id))
-        .send()
+    let r = replicas[0]
+        .http
+        .post_json(&kind.base("shared"), &kind.body(&id))
+        .await;
+    assert_eq!(r.status.as_u16(), 201);
+    let read = replicas[3]
+        .http
+        .get(&kind.entry("shared", &id))
         .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let read: Value = client
-        .get(format!("{}{}", bases[3], kind.entry("shared", &id)))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     assert_eq!(read["result"], kind.result(&id));
     let raced = random_hex();
     let mut tasks = tokio::task::JoinSet::new();
-    for base in &bases {
-        let request = client
-            .post(format!("{base}{}", kind.base("shared")))
-            .json(&kind.body(&raced));
-        tasks.spawn(async move { request.send().await.unwrap().status().as_u16() });
+    for replica in &replicas {
+        let (http, path, body) = (replica.http.clone(), kind.base("shared"), kind.body(&raced));
+        tasks.spawn(async move { http.post_json(&path, &body).await.status.as_u16() });
     }
     let mut statuses = tasks.join_all().await;
     statuses.sort();
     assert_eq!(statuses, [201, 409, 409, 409]);
     for replica in &mut replicas {
-        assert!(
-            replica.child.try_wait().unwrap().is_none(),
-            "{} exited",
-            replica.name
-        );
+        assert!(replica.is_running(), "{} exited", replica.name);
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrate_creates_the_schema_on_an_empty_postgres_database() {
     let db = PgDatabase::create().await;
-    let dir = tempfile::TempDir::new().unwrap();
     assert!(!pg_tables_exist(&db, &RESULT_TABLES).await);
     for round in ["first", "again"] {
-        let (status, output) = run(
-            dir.path(),
-            &format!("migrate-{round}"),
-            &["migrate", "--database-url", &db.url],
-        )
-        .await;
+        let (status, output) = run(&["migrate", "--database-url", &db.url]);
         assert!(
             status.success(),
             "migrate ({round}): {status}; output:\n{output}"
@@ -286,30 +140,21 @@ async fn migrate_creates_the_schema_on_an_empty_postgres_database() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrate_creates_the_schema_in_a_new_sqlite_file() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let (status, output) = run(dir.path(), "migrate", &["migrate", "--database-url", &url]).await;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = &db.url;
+    let (status, output) = run(&["migrate", "--database-url", url]);
     assert!(status.success(), "migrate: {status}; output:\n{output}");
-    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     for table in RESULT_TABLES {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        let n = common::scalar(
+            url,
+            &format!(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{table}'"
+            ),
         )
-        .bind(table)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
+        .await;
         assert_eq!(n, 1, "table {table}");
     }
-    let rows: Vec<(i64, i64)> =
-        sqlx::query_as("SELECT version, COUNT(*) FROM refinery_schema_history GROUP BY version")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
-    assert_eq!(
-        rows.into_iter().collect::<BTreeMap<_, _>>(),
-        one_row_per_migration("sqlite")
-    );
+    assert_eq!(history(url).await, one_row_per_migration("sqlite"));
 }
 
 /// The row a jobstore from the future would have left in refinery's history.
@@ -318,106 +163,62 @@ const FUTURE_MIGRATION: &str = "INSERT INTO refinery_schema_history (version, na
 
 /// `serve` and `migrate` on a database migrated by a newer jobstore: both exit non-zero
 /// saying the database is newer, and serve never answers.
-async fn assert_refused(dir: &Path, url: &str) {
-    let (status, output) = run(dir, "migrate-newer", &["migrate", "--database-url", url]).await;
-    assert!(
-        !status.success(),
-        "migrate succeeded on a newer database:\n{output}"
-    );
-    assert!(
-        output.to_lowercase().contains("newer"),
-        "migrate's message:\n{output}"
-    );
-    let port = free_ports(1)[0];
-    let listen = format!("127.0.0.1:{port}");
-    let mut serve = Child::start(
-        dir,
-        "serve-newer",
-        &["serve", "--database-url", url, "--listen", &listen],
-    );
-    let status = serve.wait(Duration::from_secs(60)).await;
-    let output = serve.output();
-    assert!(
-        !status.success(),
-        "serve succeeded on a newer database:\n{output}"
-    );
-    assert!(
-        output.to_lowercase().contains("newer"),
-        "serve's message:\n{output}"
-    );
+async fn assert_refused(url: &str) {
+    for (command, listen) in [("migrate", None), ("serve", Some("127.0.0.1:0"))] {
+        let mut args = vec![command, "--database-url", url];
+        args.extend(listen.map(|l| ["--listen", l]).into_iter().flatten());
+        let (status, output) = run(&args);
+        assert!(
+            !status.success(),
+            "{command} succeeded on a newer database:\n{output}"
+        );
+        assert!(
+            output.to_lowercase().contains("newer"),
+            "{command}'s message:\n{output}"
+        );
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_database_from_a_newer_jobstore_is_refused() {
-    let db = PgDatabase::create().await;
-    let dir = tempfile::TempDir::new().unwrap();
-    let (status, output) = run(
-        dir.path(),
-        "migrate",
-        &["migrate", "--database-url", &db.url],
-    )
-    .await;
+async fn a_database_from_a_newer_jobstore_is_refused(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let (status, output) = run(&["migrate", "--database-url", &db.url]);
     assert!(status.success(), "migrate: {output}");
-    let mut conn = db.connect().await;
-    sqlx::query(FUTURE_MIGRATION)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    assert_refused(dir.path(), &db.url).await;
-    // Nothing was changed: the history still has the future row and ours.
-    let mut expected = one_row_per_migration("postgres");
-    expected.insert(999, 1);
-    assert_eq!(pg_history(&db).await, expected);
+    db.execute(FUTURE_MIGRATION).await.unwrap();
+    assert_refused(&db.url).await;
+    if let Some(db) = db.pg() {
+        // Nothing was changed: the history still has the future row and ours.
+        let mut expected = one_row_per_migration("postgres");
+        expected.insert(999, 1);
+        assert_eq!(pg_history(db).await, expected);
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sqlite_database_from_a_newer_jobstore_is_refused() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let (status, output) = run(dir.path(), "migrate", &["migrate", "--database-url", &url]).await;
-    assert!(status.success(), "migrate: {output}");
-    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    sqlx::query(FUTURE_MIGRATION)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    assert_refused(dir.path(), &url).await;
-}
+per_backend!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    a_database_from_a_newer_jobstore_is_refused =>
+        a_postgres_database_from_a_newer_jobstore_is_refused,
+        a_sqlite_database_from_a_newer_jobstore_is_refused
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_exits_zero_on_sigterm() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
-    let port = free_ports(1)[0];
-    let base = format!("http://127.0.0.1:{port}");
-    let listen = format!("127.0.0.1:{port}");
-    let mut serve = Child::start(
-        dir.path(),
-        "serve",
-        &["serve", "--database-url", &url, "--listen", &listen],
-    );
-    serve.wait_ready(&base, Duration::from_secs(60)).await;
-    let r = reqwest::Client::new()
-        .post(format!("{base}{}", Kind::Application.base("c")))
-        .json(&json!({"result": {"application-id": random_hex()}, "version": 1}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
+    let db = TestDb::new(Backend::Sqlite).await;
+    let mut serve = Serve::start(&db.url, &[]).await;
+    let r = serve
+        .http
+        .post_json(
+            &Kind::Application.base("c"),
+            &json!({"result": {"application-id": random_hex()}, "version": 1}),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 201);
     // SIGTERM to this child, by its pid.
-    let pid = serve.child.id().to_string();
-    let sent = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(sent.success());
-    let status = serve.wait(Duration::from_secs(30)).await;
+    serve.sigterm();
+    let status = serve.wait_exit(Duration::from_secs(30)).await;
     assert!(
         status.success(),
         "exit after SIGTERM: {status}; output:\n{}",
-        serve.output()
+        serve.logs()
     );
 }
 

@@ -9,12 +9,10 @@
 //! own binary with the same flags on a free port, stopped at the end.
 
 mod common;
-mod support;
 
 use std::process::Command;
 
-use common::{Backend, TestStore};
-use support::ServeProcess;
+use common::{Backend, Serve, TestStore};
 
 const README: &str = include_str!("../README.md");
 
@@ -161,8 +159,8 @@ fn run(script: &str, envs: &[(&str, &str)]) -> String {
 
 async fn http_api_examples(backend: Backend) {
     let ts = TestStore::new(backend).await;
-    let serve = ServeProcess::start(&ts.url, &[]).await;
-    let base = serve.http.base.trim_start_matches("http://").to_owned();
+    let serve = Serve::start(&ts.url, &[]).await;
+    let base = serve.base.trim_start_matches("http://").to_owned();
     let (script, checks) = script(&blocks("HTTP API", Some("Service endpoints")), &base);
     assert!(
         checks >= 20,
@@ -177,15 +175,12 @@ async fn http_api_examples(backend: Backend) {
     drop(serve);
 }
 
-#[tokio::test]
-async fn readme_http_examples_run_as_written_postgres() {
-    http_api_examples(Backend::Postgres).await;
-}
-
-#[tokio::test]
-async fn readme_http_examples_run_as_written_sqlite() {
-    http_api_examples(Backend::Sqlite).await;
-}
+per_backend!(
+    #[tokio::test]
+    http_api_examples =>
+        readme_http_examples_run_as_written_postgres,
+        readme_http_examples_run_as_written_sqlite
+);
 
 /// The Auth section: what precedes its `jobstore serve --tokens-file tokens ...` runs in a
 /// temporary folder (it writes `tokens` there), the test starts serve with the same flags
@@ -214,8 +209,8 @@ async fn readme_auth_example_runs_as_written() {
         }
     }
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let serve = ServeProcess::start(&ts.url, &flags).await;
-    let base = serve.http.base.trim_start_matches("http://").to_owned();
+    let serve = Serve::start(&ts.url, &flags).await;
+    let base = serve.base.trim_start_matches("http://").to_owned();
     let (checked, checks) = script(&[rest.to_owned()], &base);
     assert!(
         checks >= 3,

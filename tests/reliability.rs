@@ -11,25 +11,20 @@
 //! migrated by a newer jobstore are covered by tests/processes.rs.
 
 mod common;
-mod reliability_support;
-
-#[allow(dead_code)]
-#[path = "support/fake_flink.rs"]
-mod fake_flink;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::{Connection, Row};
 use tokio_util::sync::CancellationToken;
 
-use common::PgDatabase;
-use fake_flink::FakeFlink;
-use reliability_support::{
-    HEAVY, Http, Kind, Ledger, LoadPlan, OwnPostgres, Serve, assert_error_body, hex, run_load,
-    verify_ledger_pg, verify_ledger_sqlite,
+use common::fake_flink::FakeFlink;
+use common::load::{Ledger, LoadPlan, run_load, verify_ledger};
+use common::own_postgres::OwnPostgres;
+use common::{
+    Backend, Client, HEAVY, Kind, PgDatabase, Resp, Serve, TestDb, assert_error_body, random_hex,
 };
 
 const DIR: &str = "file:///var/flink/sp";
@@ -52,38 +47,25 @@ async fn replicas_on_one_database_agree() {
     let _heavy = HEAVY.lock().await;
     let started = Instant::now();
     let db = PgDatabase::create().await;
-    let dir = tempfile::tempdir().unwrap();
     let flags = ["--savepoint-dir", DIR, "--db-max-connections", "12"];
-    let mut replicas = Vec::new();
-    for i in 0..3 {
-        replicas.push(Serve::start(dir.path(), &format!("replica-{i}"), &db.url, &flags).await);
-    }
+    let replicas = Serve::replicas(3, &db.url, &flags).await;
     let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
-    let http = Http::default();
+    let http = Client::http("");
     let mut requests = 0u64;
     let mut server_errors = 0u64;
 
     // 1. The same ids created concurrently on every replica (two requests per replica).
     let ids: Vec<(Kind, String)> = (0..60)
-        .map(|i| {
-            (
-                if i % 2 == 0 {
-                    Kind::Job
-                } else {
-                    Kind::Application
-                },
-                hex(),
-            )
-        })
+        .map(|i| (Kind::alternating(i as usize), random_hex()))
         .collect();
     let mut tasks = Vec::new();
     for (kind, id) in &ids {
         for copy in 0..6 {
-            let (http, url) = (http.clone(), kind.base(&bases[copy % 3], "replicas"));
-            let body = json!({"result": kind.result(id, copy as u64), "version": 1});
+            let (http, url) = (http.clone(), kind.url(&bases[copy % 3], "replicas"));
+            let body = kind.load_body(id, copy as u64);
             let key = (*kind, id.clone());
             tasks.push(tokio::spawn(async move {
-                (key, copy, http.post(&url, Some(&body)).await)
+                (key, copy, http.try_post(&url, Some(&body)).await)
             }));
         }
     }
@@ -92,14 +74,17 @@ async fn replicas_on_one_database_agree() {
         let (key, copy, reply) = t.await.unwrap();
         let reply = reply.unwrap_or_else(|e| panic!("no answer: {e}"));
         requests += 1;
-        if reply.status >= 500 {
+        if reply.status.as_u16() >= 500 {
             server_errors += 1;
         }
-        if reply.status == 409 {
+        if reply.status.as_u16() == 409 {
             let message = assert_error_body("duplicate create", &reply);
             assert!(message.contains("already contains an entry"), "{message}");
         }
-        answers.entry(key).or_default().push((copy, reply.status));
+        answers
+            .entry(key)
+            .or_default()
+            .push((copy, reply.status.as_u16()));
     }
     let mut winners = BTreeMap::new();
     for (key, statuses) in &answers {
@@ -117,19 +102,18 @@ async fn replicas_on_one_database_agree() {
     for ((kind, id), copy) in &winners {
         for base in &bases {
             let r = http
-                .get(&format!("{}/{id}", kind.base(base, "replicas")))
-                .await
-                .unwrap();
+                .get(&format!("{}/{id}", kind.url(base, "replicas")))
+                .await;
             requests += 1;
-            assert_eq!(r.status, 200, "{}", r.body);
-            assert_eq!(r.json()["result"], kind.result(id, *copy as u64));
+            assert_eq!(r.status.as_u16(), 200, "{}", r.text());
+            assert_eq!(r.json()["result"], kind.load_result(id, *copy as u64));
         }
     }
     let duplicate_creates = ids.len() * 5;
 
     // 2. Concurrent triggers with one triggerId on different replicas and routes (the
     //    savepoint route with and without the cluster prefix, and stop): one operation.
-    let triggers: Vec<(String, String)> = (0..20).map(|_| (hex(), hex())).collect();
+    let triggers: Vec<(String, String)> = (0..20).map(|_| (random_hex(), random_hex())).collect();
     let mut tasks = Vec::new();
     for (job, trigger) in &triggers {
         for copy in 0..6 {
@@ -151,7 +135,7 @@ async fn replicas_on_one_database_agree() {
             let http = http.clone();
             let trigger = trigger.clone();
             tasks.push(tokio::spawn(async move {
-                (trigger, http.post(&url, Some(&body)).await)
+                (trigger, http.try_post(&url, Some(&body)).await)
             }));
         }
     }
@@ -159,8 +143,8 @@ async fn replicas_on_one_database_agree() {
         let (trigger, reply) = t.await.unwrap();
         let reply = reply.unwrap_or_else(|e| panic!("no answer: {e}"));
         requests += 1;
-        assert_eq!(reply.status, 202, "{}", reply.body);
-        assert_eq!(reply.body, format!("{{\"request-id\":\"{trigger}\"}}"));
+        assert_eq!(reply.status.as_u16(), 202, "{}", reply.text());
+        assert_eq!(reply.text(), format!("{{\"request-id\":\"{trigger}\"}}"));
     }
     for (job, trigger) in &triggers {
         for base in &bases {
@@ -168,10 +152,9 @@ async fn replicas_on_one_database_agree() {
                 .get(&format!(
                     "{base}/v1/clusters/default/savepoint-operations?job-id={job}"
                 ))
-                .await
-                .unwrap();
+                .await;
             requests += 1;
-            assert_eq!(r.status, 200, "{}", r.body);
+            assert_eq!(r.status.as_u16(), 200, "{}", r.text());
             let ops = r.json()["savepoint-operations"].as_array().unwrap().clone();
             assert_eq!(ops.len(), 1, "{ops:?}");
             assert_eq!(ops[0]["request-id"], trigger.as_str());
@@ -193,51 +176,38 @@ async fn replicas_on_one_database_agree() {
     //    third, read the clean state on the first.
     let mut cross_reads = 0;
     for i in 0..60 {
-        let kind = if i % 2 == 0 {
-            Kind::Job
-        } else {
-            Kind::Application
-        };
-        let id = hex();
-        let result = kind.result(&id, i);
+        let kind = Kind::alternating(i as usize);
+        let id = random_hex();
+        let result = kind.load_result(&id, i);
         let [a, b, c] = [
             &bases[i as usize % 3],
             &bases[(i as usize + 1) % 3],
             &bases[(i as usize + 2) % 3],
         ];
         let r = http
-            .post(
-                &kind.base(a, "ryw"),
-                Some(&json!({"result": result, "version": 1})),
+            .post_json(
+                &kind.url(a, "ryw"),
+                &json!({"result": result, "version": 1}),
             )
-            .await
-            .unwrap();
-        assert_eq!(r.status, 201, "{}", r.body);
-        let r = http
-            .get(&format!("{}/{id}", kind.base(b, "ryw")))
-            .await
-            .unwrap();
-        assert_eq!(r.status, 200, "{}", r.body);
+            .await;
+        assert_eq!(r.status.as_u16(), 201, "{}", r.text());
+        let r = http.get(&format!("{}/{id}", kind.url(b, "ryw"))).await;
+        assert_eq!(r.status.as_u16(), 200, "{}", r.text());
         assert_eq!(r.json()["result"], result);
         assert_eq!(r.json()["state"], "dirty");
         let cleaned = http
-            .post(&format!("{}/{id}/clean", kind.base(c, "ryw")), None)
-            .await
-            .unwrap();
-        assert_eq!(cleaned.status, 200, "{}", cleaned.body);
-        let r = http
-            .get(&format!("{}/{id}", kind.base(a, "ryw")))
-            .await
-            .unwrap();
-        assert_eq!(r.status, 200);
+            .post_empty(&format!("{}/{id}/clean", kind.url(c, "ryw")))
+            .await;
+        assert_eq!(cleaned.status.as_u16(), 200, "{}", cleaned.text());
+        let r = http.get(&format!("{}/{id}", kind.url(a, "ryw"))).await;
+        assert_eq!(r.status.as_u16(), 200);
         assert_eq!(r.json()["state"], "clean");
         assert_eq!(r.json()["cleaned-at"], cleaned.json()["cleaned-at"]);
         let dirty = http
-            .get(&format!("{}?state=dirty", kind.base(b, "ryw")))
-            .await
-            .unwrap();
+            .get(&format!("{}?state=dirty", kind.url(b, "ryw")))
+            .await;
         assert!(
-            !dirty.body.contains(&id),
+            !dirty.text().contains(&id),
             "a clean entry listed as dirty on another replica"
         );
         requests += 5;
@@ -268,7 +238,6 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
     let fake = FakeFlink::start().await;
     fake.hold();
     let db = PgDatabase::create().await;
-    let dir = tempfile::tempdir().unwrap();
     let url = fake.url();
     let flags = [
         "--flink-rest-url",
@@ -282,23 +251,19 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
         "--db-max-connections",
         "8",
     ];
-    let mut replicas = Vec::new();
-    for i in 0..3 {
-        replicas.push(Serve::start(dir.path(), &format!("replica-{i}"), &db.url, &flags).await);
-    }
-    let http = Http::new(Duration::from_secs(10));
+    let mut replicas = Serve::replicas(3, &db.url, &flags).await;
+    let http = Client::http_with_timeout("", Duration::from_secs(10));
 
     // A savepoint that Flink keeps IN_PROGRESS: find the replica that holds it.
-    let job = hex();
-    let trigger = hex();
+    let job = random_hex();
+    let trigger = random_hex();
     let r = http
-        .post(
+        .post_json(
             &format!("{}/jobs/{job}/savepoints", replicas[0].base),
-            Some(&json!({"target-directory": DIR, "triggerId": trigger})),
+            &json!({"target-directory": DIR, "triggerId": trigger}),
         )
-        .await
-        .unwrap();
-    assert_eq!(r.status, 202, "{}", r.body);
+        .await;
+    assert_eq!(r.status.as_u16(), 202, "{}", r.text());
     fake.wait_for_trigger(&job, Duration::from_secs(15)).await;
     let op_sql = format!(
         "SELECT attempt, lease_owner, status FROM savepoint_operations WHERE request_id = '{trigger}'"
@@ -370,7 +335,7 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
     let status_url = format!("{}/jobs/{job}/savepoints/{trigger}", replicas[holder].base);
     let deadline = Instant::now() + Duration::from_secs(20);
     let operation = loop {
-        let s = http.get(&status_url).await.unwrap().json();
+        let s = http.get(&status_url).await.json();
         if s["status"]["id"] == "COMPLETED" {
             break s["operation"].clone();
         }
@@ -387,23 +352,18 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
     assert_eq!(ops[0].get::<i64, _>(0), 1);
 
     // Every acknowledged write is stored as sent, in its last acknowledged state, once.
-    let verdict = verify_ledger_pg(&db.url, "crash", &ledger).await;
+    let verdict = verify_ledger(&db.url, "crash", &ledger).await;
     let stats = ledger.stats.lock().unwrap().clone();
     eprintln!(
         "RELIABILITY acknowledged_writes_survive_sigkill_of_replicas: replicas=3 kills={kills} \
-         requests={} answers={:?} acknowledged creates={} acknowledged cleans={} \
-         stored-but-unacknowledged={} lost={} wrong-content={} wrong-state={} duplicates={} \
+         requests={} answers={:?} acknowledged creates={} acknowledged cleans={} {} \
          savepoint: attempt={attempt} owner {first_owner} -> {owner}, Flink triggers={} \
          savepoints started={} wall={:.1}s",
         stats.requests,
         stats.statuses,
         verdict.acked_creates,
         verdict.acked_cleans,
-        verdict.stored_unacked,
-        verdict.lost.len(),
-        verdict.wrong_content.len(),
-        verdict.wrong_state.len(),
-        verdict.duplicates,
+        verdict.losses(),
         triggers_seen.len(),
         fake.savepoints_started(),
         started.elapsed().as_secs_f64()
@@ -430,6 +390,31 @@ struct Timed {
     status: u16,
 }
 
+/// POSTs `body` to `url`, recording when it was sent and answered, and how, in `timeline`:
+/// the outcome and its status (0 for none).
+async fn timed_post(
+    http: &Client, timeline: &Mutex<Vec<Timed>>, url: &str, body: Option<&Value>,
+) -> (Result<Resp, String>, u16) {
+    let sent = Instant::now();
+    let r = http.try_post(url, body).await;
+    let status = r.as_ref().map(|r| r.status.as_u16()).unwrap_or(0);
+    timeline.lock().unwrap().push(Timed {
+        sent,
+        answered: Instant::now(),
+        status,
+    });
+    (r, status)
+}
+
+/// `/readyz` of a replica whose database is out: 503 with the contract's body; how long
+/// it took.
+async fn readyz_is_503(http: &Client, base: &str, context: &str) -> Duration {
+    let r = http.get(&format!("{base}/readyz")).await;
+    assert_eq!(r.status.as_u16(), 503, "{}", r.text());
+    assert_error_body(context, &r);
+    r.elapsed
+}
+
 /// The PostgreSQL server (a throwaway one of this test) is stopped in the middle of a
 /// load and started again: meanwhile requests are answered 503 within --db-timeout and
 /// /readyz says 503; afterwards the same processes serve again, and nothing acknowledged is
@@ -442,7 +427,6 @@ async fn database_outage_is_answered_503_and_survived() {
         .await
         .unwrap();
     let url = pg.create_database("jobstore").await;
-    let dir = tempfile::tempdir().unwrap();
     let db_timeout = Duration::from_secs(2);
     let flags = [
         "--db-timeout",
@@ -452,13 +436,10 @@ async fn database_outage_is_answered_503_and_survived() {
         "--db-max-connections",
         "8",
     ];
-    let mut replicas = Vec::new();
-    for i in 0..2 {
-        replicas.push(Serve::start(dir.path(), &format!("replica-{i}"), &url, &flags).await);
-    }
+    let mut replicas = Serve::replicas(2, &url, &flags).await;
     let pids: Vec<u32> = replicas.iter().map(Serve::pid).collect();
     let bases: Vec<String> = replicas.iter().map(|r| r.base.clone()).collect();
-    let http = Http::new(Duration::from_secs(30));
+    let http = Client::http_with_timeout("", Duration::from_secs(30));
 
     // A load that records when each answer came.
     let timeline: Arc<Mutex<Vec<Timed>>> = Arc::default();
@@ -478,69 +459,26 @@ async fn database_outage_is_answered_503_and_survived() {
                 if stop.is_cancelled() {
                     break;
                 }
-                let kind = if n % 2 == 0 {
-                    Kind::Job
-                } else {
-                    Kind::Application
-                };
-                let id = hex();
-                let result = kind.result(&id, n as u64);
-                ledger.entries.lock().unwrap().insert(
-                    (kind, id.clone()),
-                    reliability_support::Sent {
-                        kind,
-                        result: result.clone(),
-                        create_acked: false,
-                        create_conflict_after_retry: false,
-                        clean_attempted: false,
-                        clean_acked: false,
-                    },
-                );
+                let (kind, id, result) = ledger.next_entry(n, n as u64);
                 let base = &bases[(w + n) % bases.len()];
-                let sent = Instant::now();
-                let r = http
-                    .post(
-                        &kind.base(base, "outage"),
-                        Some(&json!({"result": result, "version": 1})),
-                    )
-                    .await;
-                let status = r.as_ref().map(|r| r.status).unwrap_or(0);
-                timeline.lock().unwrap().push(Timed {
-                    sent,
-                    answered: Instant::now(),
-                    status,
-                });
+                let body = json!({"result": result, "version": 1});
+                let (r, status) =
+                    timed_post(&http, &timeline, &kind.url(base, "outage"), Some(&body)).await;
                 if let Ok(r) = &r
-                    && r.status >= 400
+                    && r.status.as_u16() >= 400
                 {
                     assert_error_body("outage load", r);
                 }
                 if status == 201 {
-                    {
-                        let mut e = ledger.entries.lock().unwrap();
-                        let s = e.get_mut(&(kind, id.clone())).unwrap();
+                    ledger.update(kind, &id, |s| {
                         s.create_acked = true;
                         s.clean_attempted = n % 3 == 0;
-                    }
+                    });
                     if n % 3 == 0 {
-                        let sent = Instant::now();
-                        let r = http
-                            .post(&format!("{}/{id}/clean", kind.base(base, "outage")), None)
-                            .await;
-                        let status = r.as_ref().map(|r| r.status).unwrap_or(0);
-                        timeline.lock().unwrap().push(Timed {
-                            sent,
-                            answered: Instant::now(),
-                            status,
-                        });
+                        let clean = format!("{}/{id}/clean", kind.url(base, "outage"));
+                        let (_, status) = timed_post(&http, &timeline, &clean, None).await;
                         if status == 200 {
-                            ledger
-                                .entries
-                                .lock()
-                                .unwrap()
-                                .get_mut(&(kind, id))
-                                .unwrap()
-                                .clean_acked = true;
+                            ledger.update(kind, &id, |s| s.clean_acked = true);
                         }
                     }
                 } else {
@@ -561,13 +499,8 @@ async fn database_outage_is_answered_503_and_survived() {
     let mut readyz_checks = 0;
     for _ in 0..2 {
         for base in &bases {
-            let r = http
-                .get(&format!("{base}/readyz"))
-                .await
-                .expect("an answer");
-            assert_eq!(r.status, 503, "{}", r.body);
-            assert_error_body("/readyz during the outage", &r);
-            readyz_slowest = readyz_slowest.max(r.elapsed);
+            let took = readyz_is_503(&http, base, "/readyz during the outage").await;
+            readyz_slowest = readyz_slowest.max(took);
             readyz_checks += 1;
         }
     }
@@ -584,26 +517,22 @@ async fn database_outage_is_answered_503_and_survived() {
     for base in &bases {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let id = hex();
+            let id = random_hex();
             let r = http
-                .post(
-                    &Kind::Job.base(base, "probe"),
-                    Some(&json!({"result": Kind::Job.result(&id, 0), "version": 1})),
-                )
-                .await
-                .expect("an answer");
-            if r.status == 201 {
+                .post_json(&Kind::Job.url(base, "probe"), &Kind::Job.load_body(&id, 0))
+                .await;
+            if r.status.as_u16() == 201 {
                 break;
             }
-            assert_eq!(r.status, 503, "{}", r.body);
+            assert_eq!(r.status.as_u16(), 503, "{}", r.text());
             assert!(
                 Instant::now() < deadline,
                 "{base} does not serve again after the outage"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let ready = http.get(&format!("{base}/readyz")).await.unwrap();
-        assert_eq!(ready.status, 200, "{}", ready.body);
+        let ready = http.get(&format!("{base}/readyz")).await;
+        assert_eq!(ready.status.as_u16(), 200, "{}", ready.text());
         recovered_after = recovered_after.max(up_at.elapsed());
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -614,13 +543,8 @@ async fn database_outage_is_answered_503_and_survived() {
     let frozen_at = Instant::now();
     let mut frozen_readyz = Duration::ZERO;
     for base in &bases {
-        let r = http
-            .get(&format!("{base}/readyz"))
-            .await
-            .expect("an answer");
-        assert_eq!(r.status, 503, "{}", r.body);
-        assert_error_body("/readyz with the database frozen", &r);
-        frozen_readyz = frozen_readyz.max(r.elapsed);
+        let took = readyz_is_503(&http, base, "/readyz with the database frozen").await;
+        frozen_readyz = frozen_readyz.max(took);
     }
     if frozen_at.elapsed() < Duration::from_secs(5) {
         tokio::time::sleep(Duration::from_secs(5) - frozen_at.elapsed()).await;
@@ -630,11 +554,8 @@ async fn database_outage_is_answered_503_and_survived() {
     for base in &bases {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let r = http
-                .get(&format!("{base}/readyz"))
-                .await
-                .expect("an answer");
-            if r.status == 200 {
+            let r = http.get(&format!("{base}/readyz")).await;
+            if r.status.as_u16() == 200 {
                 break;
             }
             assert!(
@@ -682,7 +603,7 @@ async fn database_outage_is_answered_503_and_survived() {
         .max()
         .unwrap_or_default();
     let count_503 = statuses.get(&503).copied().unwrap_or(0);
-    let verdict = verify_ledger_pg(&url, "outage", &ledger).await;
+    let verdict = verify_ledger(&url, "outage", &ledger).await;
     eprintln!(
         "RELIABILITY database_outage_is_answered_503_and_survived: replicas=2 outages=2 \
          (1: pg_ctl stop -m fast: {:.2}s, down {:.1}s, start: {:.2}s; 2: SIGSTOP of \
@@ -690,9 +611,7 @@ async fn database_outage_is_answered_503_and_survived() {
          {freeze_statuses:?}, /readyz 503 after {:.2}s, ready {:.2}s after SIGCONT) requests={} answers={statuses:?} \
          within the outage: {} requests, statuses {outage_statuses:?}; slowest 503={:.2}s \
          (--db-timeout {}s); /readyz 503 x{readyz_checks}, slowest {:.2}s; served again \
-         {:.2}s after the server was up; acknowledged creates={} cleans={} \
-         stored-but-unacknowledged={} lost={} wrong-content={} wrong-state={} duplicates={} \
-         wall={:.1}s",
+         {:.2}s after the server was up; acknowledged creates={} cleans={} {} wall={:.1}s",
         (down_at - stop_begun).as_secs_f64(),
         (up_begun - down_at).as_secs_f64(),
         (up_at - up_begun).as_secs_f64(),
@@ -708,11 +627,7 @@ async fn database_outage_is_answered_503_and_survived() {
         recovered_after.as_secs_f64(),
         verdict.acked_creates,
         verdict.acked_cleans,
-        verdict.stored_unacked,
-        verdict.lost.len(),
-        verdict.wrong_content.len(),
-        verdict.wrong_state.len(),
-        verdict.duplicates,
+        verdict.losses(),
         started.elapsed().as_secs_f64()
     );
     let slack = Duration::from_millis(1500);
@@ -760,18 +675,14 @@ async fn database_outage_is_answered_503_and_survived() {
 async fn sigterm_finishes_requests_in_flight(postgres: bool) {
     let _heavy = HEAVY.lock().await;
     let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
-    let pg = if postgres {
-        Some(PgDatabase::create().await)
+    let db = TestDb::new(if postgres {
+        Backend::Postgres
     } else {
-        None
-    };
-    let url = match &pg {
-        Some(db) => db.url.clone(),
-        None => format!("sqlite://{}/jobstore.db", dir.path().display()),
-    };
-    let mut serve = Serve::start(
-        dir.path(),
+        Backend::Sqlite
+    })
+    .await;
+    let (pg, url) = (db.pg(), db.url.clone());
+    let mut serve = Serve::start_named(
         "serve",
         &url,
         &[
@@ -804,7 +715,7 @@ async fn sigterm_finishes_requests_in_flight(postgres: bool) {
             .unwrap();
         sqlite_lock = Some(conn);
     }
-    let http = Http::new(Duration::from_secs(60));
+    let http = Client::http_with_timeout("", Duration::from_secs(60));
     let mut tasks = Vec::new();
     let (creates, triggers) = (24, 8);
     for i in 0..creates + triggers {
@@ -812,21 +723,17 @@ async fn sigterm_finishes_requests_in_flight(postgres: bool) {
         tasks.push(tokio::spawn(async move {
             let started = Instant::now();
             let r = if i < creates {
-                let kind = if i % 2 == 0 {
-                    Kind::Job
-                } else {
-                    Kind::Application
-                };
-                let id = hex();
-                http.post(
-                    &kind.base(&base, "shutdown"),
-                    Some(&json!({"result": kind.result(&id, i as u64), "version": 1})),
+                let kind = Kind::alternating(i as usize);
+                let id = random_hex();
+                http.try_post(
+                    &kind.url(&base, "shutdown"),
+                    Some(&kind.load_body(&id, i as u64)),
                 )
                 .await
             } else {
-                http.post(
-                    &format!("{base}/jobs/{}/savepoints", hex()),
-                    Some(&json!({"triggerId": hex()})),
+                http.try_post(
+                    &format!("{base}/jobs/{}/savepoints", random_hex()),
+                    Some(&json!({"triggerId": random_hex()})),
                 )
                 .await
             };
@@ -880,20 +787,20 @@ async fn sigterm_finishes_requests_in_flight(postgres: bool) {
     for t in tasks {
         let (r, elapsed) = t.await.unwrap();
         let r = r.unwrap_or_else(|e| panic!("a request in flight got no answer: {e}"));
-        *statuses.entry(r.status).or_default() += 1;
+        *statuses.entry(r.status.as_u16()).or_default() += 1;
         slowest = slowest.max(elapsed);
         assert!(
-            r.status == 201 || r.status == 202,
+            r.status.as_u16() == 201 || r.status.as_u16() == 202,
             "{} {}",
-            r.status,
-            r.body
+            r.status.as_u16(),
+            r.text()
         );
     }
     let status = serve.wait_exit(Duration::from_secs(20)).await;
     assert!(
         status.success(),
         "exit status {status}; log:\n{}",
-        serve.log()
+        serve.logs()
     );
     // They are stored.
     let stored: i64 = if let Some(db) = &pg {
@@ -943,22 +850,15 @@ async fn sigterm_finishes_requests_in_flight_sqlite() {
 async fn sqlite_under_32_concurrent_writers(processes: usize) {
     let _heavy = HEAVY.lock().await;
     let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/jobstore.db", dir.path().display());
+    let db = TestDb::new(Backend::Sqlite).await;
+    let url = db.url.clone();
     let mut servers = Vec::new();
     for i in 0..processes {
-        servers.push(
-            Serve::start(
-                dir.path(),
-                &format!("serve-{i}"),
-                &url,
-                &["--savepoint-dir", DIR],
-            )
-            .await,
-        );
+        servers
+            .push(Serve::start_named(&format!("serve-{i}"), &url, &["--savepoint-dir", DIR]).await);
     }
     let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
-    let http = Http::new(Duration::from_secs(30));
+    let http = Client::http_with_timeout("", Duration::from_secs(30));
     let ledger = Arc::new(Ledger::default());
     let plan = LoadPlan {
         servers: Arc::new(Mutex::new(bases.clone())),
@@ -981,9 +881,9 @@ async fn sqlite_under_32_concurrent_writers(processes: usize) {
                     let mut answers = Vec::new();
                     for _ in 0..4 {
                         answers.push(
-                            http.post(
-                                &format!("{base}/jobs/{}/savepoints", hex()),
-                                Some(&json!({"triggerId": hex()})),
+                            http.try_post(
+                                &format!("{base}/jobs/{}/savepoints", random_hex()),
+                                Some(&json!({"triggerId": random_hex()})),
                             )
                             .await,
                         );
@@ -1003,17 +903,17 @@ async fn sqlite_under_32_concurrent_writers(processes: usize) {
     let mut stats = ledger.stats.lock().unwrap().clone();
     for a in &trigger_answers {
         stats.requests += 1;
-        let status = a.as_ref().map(|r| r.status).unwrap_or(0);
+        let status = a.as_ref().map(|r| r.status.as_u16()).unwrap_or(0);
         *stats.statuses.entry(status).or_default() += 1;
         if let Ok(r) = a {
-            assert!(!r.body.to_lowercase().contains("locked"), "{}", r.body);
+            assert!(!r.text().to_lowercase().contains("locked"), "{}", r.text());
         }
     }
     let locked = servers
         .iter()
-        .map(|s| s.log().matches("database is locked").count())
+        .map(|s| s.logs().matches("database is locked").count())
         .sum::<usize>();
-    let verdict = verify_ledger_sqlite(&url, "sqlite", &ledger).await;
+    let verdict = verify_ledger(&url, "sqlite", &ledger).await;
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     let operations: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM savepoint_operations")
         .fetch_one(&mut conn)

@@ -1,4 +1,4 @@
-//! The savepoint executor against a fake Flink (tests/support/fake_flink.rs), driven through
+//! The savepoint executor against a fake Flink (tests/common/fake_flink.rs), driven through
 //! the HTTP API with `executor::run` in-process (and once through the `jobstore serve`
 //! binary), on both backends: completion with a location, a failure-cause kept verbatim,
 //! Flink losing the operation, Flink unreachable and back, Flink unreachable past the
@@ -6,7 +6,6 @@
 //! throughout, and fencing of a stale holder.
 
 mod common;
-mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -17,16 +16,18 @@ use jobstore::flink::FlinkClient;
 use jobstore::http::HttpConfig;
 use jobstore::ids::FlinkRestUrl;
 use jobstore::store::{
-    Claimed, ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationKey, OperationKind,
-    OperationStatus, Outcome, Progress, StoreError,
+    Claimed, ClusterConfig, ConfiguredBy, NewOperation, OperationKind, OperationStatus, Outcome,
+    Progress, StoreError,
 };
 use serde_json::{Value, json};
 
-use common::{Kind, TestStore, flink_files, random_hex};
-use support::fake_flink::{FakeFlink, Hostile, HugeFlink};
-use support::{
-    Client, ServeProcess, Service, cause_text, eventually, fast_executor, listed, prefix,
-    put_cluster, status, stop, trigger, wait_completed,
+use common::fake_flink::{FakeFlink, Hostile, HugeFlink};
+use common::savepoints::{
+    RunningExecutor, accepted, cause_text, fast_executor, listed, prefix, put_cluster, status,
+    trigger, wait_completed,
+};
+use common::{
+    Client, Kind, Serve, Service, TestStore, eventually, flink_files, operation_key, random_hex,
 };
 
 const CLUSTER: &str = "flink-a";
@@ -37,28 +38,43 @@ fn pre() -> String {
     prefix(Some(CLUSTER))
 }
 
-fn key(cluster: &str, job: &str, request: &str) -> OperationKey {
-    OperationKey {
-        cluster: cluster.parse().unwrap(),
-        job: job.parse().unwrap(),
-        request: request.parse().unwrap(),
-    }
-}
-
-async fn stored(ts: &TestStore, cluster: &str, job: &str, request: &str) -> Operation {
-    ts.store
-        .get_operation(&key(cluster, job, request))
-        .await
-        .expect("reading the operation")
-        .unwrap_or_else(|| panic!("operation {request} of job {job} is not stored"))
-}
-
 /// A fake Flink and the service, with `CLUSTER` pointing at the fake.
 async fn setup(ts: &TestStore) -> (FakeFlink, Service) {
     let fake = FakeFlink::start().await;
     let service = Service::start(ts.store.clone(), HttpConfig::default()).await;
     put_cluster(&service.http, CLUSTER, Some(&fake.url()), None).await;
     (fake, service)
+}
+
+/// [`setup`] with a Flink that keeps operations IN_PROGRESS, and the executor `owner`
+/// driving a savepoint of a fresh job, once Flink was polled `polls` times: the fake, the
+/// service, the executor, the job and the request-id.
+async fn held_savepoint(
+    ts: &TestStore, owner: &str, polls: usize,
+) -> (FakeFlink, Service, RunningExecutor, String, String) {
+    let (fake, service) = setup(ts).await;
+    fake.hold();
+    let (executor, job, id) = drive_savepoint(&service, owner).await;
+    fake.wait_for_polls(&id, polls, WITHIN).await;
+    (fake, service, executor, job, id)
+}
+
+/// The executor `owner`, and a savepoint of a fresh job for it to drive: the executor,
+/// the job and the request-id.
+async fn drive_savepoint(service: &Service, owner: &str) -> (RunningExecutor, String, String) {
+    let executor = service.executor(fast_executor(owner));
+    let job = random_hex();
+    let id = savepoint_of(service, &job).await;
+    (executor, job, id)
+}
+
+/// Waits for the operation to complete and asserts that it did as Flink answered, that
+/// every trigger carried its id, and that Flink started one savepoint.
+async fn completed_as_flink_says(fake: &FakeFlink, service: &Service, job: &str, id: &str) {
+    let op = wait_completed(&service.http, &pre(), job, id, WITHIN).await;
+    assert_eq!(Some(op), fake.result_of(job, id));
+    all_triggers_carry(fake, id);
+    assert_eq!(fake.savepoints_started(), 1);
 }
 
 /// Triggers a savepoint of `job` into [`DIR`] on [`CLUSTER`]; answers the request-id.
@@ -93,15 +109,7 @@ fn completed_body(location: &str) -> String {
 backend_tests!(in_progress_then_completed_with_location, |ts| async move {
     let (fake, service) = setup(&ts).await;
     fake.set_in_progress_polls(5);
-    let _executor = service.executor(fast_executor("executor-a"));
-    let job = random_hex();
-    let id = trigger(
-        &service.http,
-        &pre(),
-        &job,
-        &json!({"target-directory": DIR}),
-    )
-    .await;
+    let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
 
     // Flink needs six polls 50 ms apart: the first answer is IN_PROGRESS, Flink's shape.
     let r = service
@@ -143,7 +151,7 @@ backend_tests!(in_progress_then_completed_with_location, |ts| async move {
     }
 
     // Stored: completed, the lease released, triggered once, on the first attempt.
-    let op = stored(&ts, CLUSTER, &job, &id).await;
+    let op = ts.operation(CLUSTER, &job, &id).await;
     assert_eq!(op.status, OperationStatus::Completed);
     assert_eq!(op.location.as_deref(), Some(location.as_str()));
     assert_eq!(op.attempt, 1);
@@ -176,41 +184,32 @@ backend_tests!(
         let jobs: Vec<String> = (0..5).map(|_| random_hex()).collect();
         let http = &service.http;
         let given = random_hex();
-        let ids = [
-            trigger(
-                http,
-                &pre(),
-                &jobs[0],
-                &json!({"target-directory": DIR, "formatType": "NATIVE", "triggerId": given}),
-            )
-            .await,
-            trigger(
-                http,
-                &pre(),
-                &jobs[1],
-                &json!({"target-directory": DIR, "cancel-job": true}),
-            )
-            .await,
-            stop(
-                http,
-                &pre(),
-                &jobs[2],
-                &json!({"targetDirectory": DIR, "drain": false}),
-            )
-            .await,
-            stop(
-                http,
-                &pre(),
-                &jobs[3],
-                &json!({"targetDirectory": DIR, "drain": true}),
-            )
-            .await,
-            support::accepted(
-                &http
-                    .post_empty(&format!("{}/jobs/{}/savepoints", pre(), jobs[4]))
-                    .await,
+        // Each kind, on a job of its own: a route and its body (none for the last).
+        let requests = [
+            (
+                "savepoints",
+                Some(json!({"target-directory": DIR, "formatType": "NATIVE", "triggerId": given})),
             ),
+            (
+                "savepoints",
+                Some(json!({"target-directory": DIR, "cancel-job": true})),
+            ),
+            (
+                "stop",
+                Some(json!({"targetDirectory": DIR, "drain": false})),
+            ),
+            ("stop", Some(json!({"targetDirectory": DIR, "drain": true}))),
+            ("savepoints", None),
         ];
+        let mut ids = Vec::new();
+        for (job, (route, body)) in jobs.iter().zip(requests) {
+            let path = format!("{}/jobs/{job}/{route}", pre());
+            let r = match &body {
+                Some(body) => http.post_json(&path, body).await,
+                None => http.post_empty(&path).await,
+            };
+            ids.push(accepted(&r));
+        }
         assert_eq!(ids[0], given);
         for (job, id) in jobs.iter().zip(&ids) {
             let op = wait_completed(http, &pre(), job, id, WITHIN).await;
@@ -260,7 +259,7 @@ backend_tests!(
         let kinds: Vec<OperationKind> = {
             let mut kinds = Vec::new();
             for (job, id) in jobs.iter().zip(&ids) {
-                kinds.push(stored(&ts, CLUSTER, job, id).await.kind);
+                kinds.push(ts.operation(CLUSTER, job, id).await.kind);
             }
             kinds
         };
@@ -301,7 +300,7 @@ backend_tests!(failure_cause_is_stored_verbatim, |ts| async move {
         assert_eq!(listed["failure-cause"], cause);
         assert_eq!(listed["location"], Value::Null);
         assert_eq!(
-            stored(&ts, CLUSTER, &job, &id).await.failure_cause,
+            ts.operation(CLUSTER, &job, &id).await.failure_cause,
             Some(cause)
         );
     }
@@ -310,15 +309,7 @@ backend_tests!(failure_cause_is_stored_verbatim, |ts| async move {
 backend_tests!(
     flink_losing_the_operation_completes_it_with_a_failure_cause,
     |ts| async move {
-        let (fake, service) = setup(&ts).await;
-        fake.hold();
-        let _executor = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
-        eventually("Flink polled", WITHIN, || async {
-            (fake.status_polls(&id) >= 1).then_some(())
-        })
-        .await;
+        let (fake, service, _executor, job, id) = held_savepoint(&ts, "executor-a", 1).await;
         // A JobManager failover: Flink forgets the operation and answers 404.
         fake.forget(&id);
         let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
@@ -346,12 +337,10 @@ backend_tests!(
     |ts| async move {
         let (fake, service) = setup(&ts).await;
         fake.go_down().await;
-        let _executor = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
+        let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
         // The executor keeps trying and says why in the operation.
         let op = eventually("the connection error recorded", WITHIN, || async {
-            let op = stored(&ts, CLUSTER, &job, &id).await;
+            let op = ts.operation(CLUSTER, &job, &id).await;
             op.last_error.is_some().then_some(op)
         })
         .await;
@@ -363,34 +352,17 @@ backend_tests!(
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
         fake.come_back().await;
-        let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
-        assert_eq!(Some(op), fake.result_of(&job, &id));
-        all_triggers_carry(&fake, &id);
-        assert_eq!(fake.savepoints_started(), 1);
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        completed_as_flink_says(&fake, &service, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.status, OperationStatus::Completed);
     }
 );
 
 backend_tests!(flink_unreachable_while_polling_then_back, |ts| async move {
-    let (fake, service) = setup(&ts).await;
-    fake.hold();
-    let _executor = service.executor(fast_executor("executor-a"));
-    let job = random_hex();
-    let id = trigger(
-        &service.http,
-        &pre(),
-        &job,
-        &json!({"target-directory": DIR}),
-    )
-    .await;
-    eventually("Flink polled", WITHIN, || async {
-        (fake.status_polls(&id) >= 2).then_some(())
-    })
-    .await;
+    let (fake, service, _executor, job, id) = held_savepoint(&ts, "executor-a", 2).await;
     fake.go_down().await;
     eventually("the connection error recorded", WITHIN, || async {
-        stored(&ts, CLUSTER, &job, &id)
+        ts.operation(CLUSTER, &job, &id)
             .await
             .last_error
             .is_some()
@@ -410,20 +382,12 @@ backend_tests!(flink_unreachable_while_polling_then_back, |ts| async move {
 backend_tests!(flink_answering_500_then_recovering, |ts| async move {
     let (fake, service) = setup(&ts).await;
     fake.set_http_500(true);
-    let _executor = service.executor(fast_executor("executor-a"));
-    let job = random_hex();
-    let id = trigger(
-        &service.http,
-        &pre(),
-        &job,
-        &json!({"target-directory": DIR}),
-    )
-    .await;
+    let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
     eventually("retries after 500", WITHIN, || async {
         (fake.triggers().len() >= 3).then_some(())
     })
     .await;
-    let op = stored(&ts, CLUSTER, &job, &id).await;
+    let op = ts.operation(CLUSTER, &job, &id).await;
     assert_eq!(op.status, OperationStatus::InProgress);
     assert!(
         op.last_error.as_deref().unwrap_or("").contains("500"),
@@ -431,10 +395,7 @@ backend_tests!(flink_answering_500_then_recovering, |ts| async move {
         op.last_error
     );
     fake.set_http_500(false);
-    let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
-    assert_eq!(Some(op), fake.result_of(&job, &id));
-    all_triggers_carry(&fake, &id);
-    assert_eq!(fake.savepoints_started(), 1);
+    completed_as_flink_says(&fake, &service, &job, &id).await;
 });
 
 backend_tests!(
@@ -470,7 +431,7 @@ backend_tests!(
         }
         let cluster_b = "flink-b";
         for (cluster, id) in [(CLUSTER, &on_down), (cluster_b, &on_failing)] {
-            let op = stored(&ts, cluster, &job, id).await;
+            let op = ts.operation(cluster, &job, id).await;
             let took = op.completed_at.unwrap() - op.created_at;
             assert!(
                 took >= chrono::Duration::milliseconds(1900),
@@ -479,7 +440,7 @@ backend_tests!(
         }
         assert!(
             cause_text(
-                &stored(&ts, cluster_b, &job, &on_failing)
+                &ts.operation(cluster_b, &job, &on_failing)
                     .await
                     .failure_cause
                     .unwrap()
@@ -494,16 +455,8 @@ backend_tests!(
 backend_tests!(
     lease_of_a_stopped_executor_is_taken_over_by_another,
     |ts| async move {
-        let (fake, service) = setup(&ts).await;
-        fake.hold();
-        let a = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
-        eventually("executor-a triggered and polls", WITHIN, || async {
-            (fake.status_polls(&id) >= 2).then_some(())
-        })
-        .await;
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let (fake, service, a, job, id) = held_savepoint(&ts, "executor-a", 2).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.lease_owner.as_deref(), Some("executor-a"));
         assert_eq!(op.attempt, 1);
         assert!(op.triggered_at.is_some());
@@ -513,7 +466,7 @@ backend_tests!(
         let polls_when_stopped = fake.status_polls(&id);
         let b = service.executor(fast_executor("executor-b"));
         let op = eventually("executor-b takes the operation over", WITHIN, || async {
-            let op = stored(&ts, CLUSTER, &job, &id).await;
+            let op = ts.operation(CLUSTER, &job, &id).await;
             (op.lease_owner.as_deref() == Some("executor-b")).then_some(op)
         })
         .await;
@@ -529,7 +482,7 @@ backend_tests!(
         fake.release();
         let result = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
         assert_eq!(Some(result), fake.result_of(&job, &id));
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.status, OperationStatus::Completed);
         assert!(op.attempt > 1, "attempt {}", op.attempt);
         // Flink was asked to start it once, with the operation's id; the new holder
@@ -556,7 +509,7 @@ backend_tests!(
         let id = savepoint_of(&service, &job).await;
         fake.wait_for_trigger(&job, WITHIN).await;
         a.stop().await;
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.triggered_at, None, "executor-a never heard back");
         assert_eq!(op.attempt, 1);
 
@@ -564,7 +517,7 @@ backend_tests!(
         let _b = service.executor(fast_executor("executor-b"));
         let result = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
         assert_eq!(Some(result), fake.result_of(&job, &id));
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert!(op.attempt > 1, "attempt {}", op.attempt);
         // executor-b triggered again, with the same triggerId: Flink started nothing new.
         let triggers = fake.triggers();
@@ -589,7 +542,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
         .await
         .unwrap();
     let (job, request) = (random_hex(), random_hex());
-    let k = key(CLUSTER, &job, &request);
+    let k = operation_key(CLUSTER, &job, &request);
     let (_, created) = store
         .create_operation(&NewOperation {
             target_directory: Some(DIR.into()),
@@ -739,13 +692,7 @@ backend_tests!(two_executors_drive_each_operation_once, |ts| async move {
     for _ in 0..5 {
         let job = random_hex();
         for _ in 0..2 {
-            let id = trigger(
-                &service.http,
-                &pre(),
-                &job,
-                &json!({"target-directory": DIR}),
-            )
-            .await;
+            let id = savepoint_of(&service, &job).await;
             ops.push((job.clone(), id));
         }
     }
@@ -766,7 +713,7 @@ backend_tests!(two_executors_drive_each_operation_once, |ts| async move {
     assert_eq!(unique.len(), ops.len());
     assert_eq!(fake.savepoints_started(), ops.len());
     for (job, id) in &ops {
-        let op = stored(&ts, CLUSTER, job, id).await;
+        let op = ts.operation(CLUSTER, job, id).await;
         assert_eq!(op.attempt, 1, "claimed twice: {op:?}");
         assert_eq!(op.status, OperationStatus::Completed);
     }
@@ -775,15 +722,7 @@ backend_tests!(two_executors_drive_each_operation_once, |ts| async move {
 backend_tests!(
     an_outside_completion_wins_over_the_executor,
     |ts| async move {
-        let (fake, service) = setup(&ts).await;
-        fake.hold();
-        let _executor = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
-        eventually("Flink polled", WITHIN, || async {
-            (fake.status_polls(&id) >= 1).then_some(())
-        })
-        .await;
+        let (fake, service, _executor, job, id) = held_savepoint(&ts, "executor-a", 1).await;
         let r = service
             .http
             .post_json(
@@ -816,14 +755,14 @@ backend_tests!(
         put_cluster(&service.http, CLUSTER, None, Some(DIR)).await;
         let _executor = service.executor(fast_executor("executor-a"));
         let job = random_hex();
-        let id = support::accepted(
+        let id = accepted(
             &service
                 .http
                 .post_empty(&format!("{}/jobs/{job}/savepoints", pre()))
                 .await,
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!((op.status, op.attempt), (OperationStatus::InProgress, 0));
         assert!(fake.seen().is_empty());
         put_cluster(&service.http, CLUSTER, Some(&fake.url()), Some(DIR)).await;
@@ -877,30 +816,27 @@ backend_tests!(
             "--flink-timeout",
             "2s",
         ];
-        let first = ServeProcess::start(&ts.url, &flags).await;
+        let first = Serve::start(&ts.url, &flags).await;
         // Un-prefixed routes act on --cluster-id, driven on --flink-rest-url.
         let job = random_hex();
         let quick = trigger(&first.http, "", &job, &json!({"target-directory": DIR})).await;
         let op = wait_completed(&first.http, "", &job, &quick, WITHIN).await;
         assert_eq!(Some(op), fake.result_of(&job, &quick));
-        let op = stored(&ts, "prod", &job, &quick).await;
+        let op = ts.operation("prod", &job, &quick).await;
         assert_eq!(op.status, OperationStatus::Completed);
 
         fake.hold();
         let slow = trigger(&first.http, "", &job, &json!({"target-directory": DIR})).await;
-        eventually("Flink polled", WITHIN, || async {
-            (fake.status_polls(&slow) >= 2).then_some(())
-        })
-        .await;
-        let first_owner = stored(&ts, "prod", &job, &slow).await.lease_owner.unwrap();
+        fake.wait_for_polls(&slow, 2, WITHIN).await;
+        let first_owner = ts.operation("prod", &job, &slow).await.lease_owner.unwrap();
         first.kill();
-        let second = ServeProcess::start(&ts.url, &flags).await;
+        let second = Serve::start(&ts.url, &flags).await;
         assert_eq!(
             status(&second.http, "", &job, &slow).await,
             json!({"status": {"id": "IN_PROGRESS"}, "operation": null})
         );
         let op = eventually("the second process takes over", WITHIN, || async {
-            let op = stored(&ts, "prod", &job, &slow).await;
+            let op = ts.operation("prod", &job, &slow).await;
             (op.attempt > 1 && op.lease_owner.is_some()).then_some(op)
         })
         .await;
@@ -935,7 +871,7 @@ backend_tests!(
         let job = random_hex();
         let id = savepoint_of(&service, &job).await;
         tokio::time::sleep(Duration::from_secs(4)).await;
-        let op = stored(&ts, CLUSTER, &job, &id).await;
+        let op = ts.operation(CLUSTER, &job, &id).await;
         assert_eq!(op.status, OperationStatus::InProgress);
         assert_eq!(
             op.attempt, 1,
@@ -948,7 +884,7 @@ backend_tests!(
 
 /// Triggers `id` of `job` on this fake directly, as if jobstore had triggered it there.
 async fn trigger_directly(fake: &FakeFlink, job: &str, id: &str) {
-    let r = support::Http::new(fake.url())
+    let r = Client::http(fake.url())
         .post_json(
             &format!("/jobs/{job}/savepoints"),
             &json!({"target-directory": DIR, "triggerId": id}),
@@ -965,20 +901,12 @@ backend_tests!(
         old.hold();
         let new = FakeFlink::start().await;
         new.hold();
-        let _executor = service.executor(fast_executor("executor-a"));
-        let job = random_hex();
-        let id = savepoint_of(&service, &job).await;
-        eventually("the old Flink polled", WITHIN, || async {
-            (old.status_polls(&id) >= 2).then_some(())
-        })
-        .await;
+        let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
+        old.wait_for_polls(&id, 2, WITHIN).await;
         // The cluster moves to another JobManager (which knows the operation).
         trigger_directly(&new, &job, &id).await;
         put_cluster(&service.http, CLUSTER, Some(&new.url()), None).await;
-        eventually("the new Flink polled", WITHIN, || async {
-            (new.status_polls(&id) >= 1).then_some(())
-        })
-        .await;
+        new.wait_for_polls(&id, 1, WITHIN).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let old_requests = old.seen().len();
         new.release();
@@ -996,10 +924,7 @@ backend_tests!(
         // back to waiting for `.../complete` (or the timeout).
         new.hold();
         let second = savepoint_of(&service, &job).await;
-        eventually("the new Flink polled the second", WITHIN, || async {
-            (new.status_polls(&second) >= 1).then_some(())
-        })
-        .await;
+        new.wait_for_polls(&second, 1, WITHIN).await;
         put_cluster(&service.http, CLUSTER, None, None).await;
         // A request in flight at the PUT may still arrive (a generous second for a loaded
         // machine); none after it, while a holder would have polled every 50 ms.
@@ -1039,9 +964,7 @@ backend_tests!(redirects_from_flink_are_not_followed, |ts| async move {
         StatusCode::TEMPORARY_REDIRECT,
         format!("{}/latest/meta-data", elsewhere.url()),
     )));
-    let _executor = service.executor(fast_executor("executor-a"));
-    let job = random_hex();
-    let id = savepoint_of(&service, &job).await;
+    let (_executor, job, id) = drive_savepoint(&service, "executor-a").await;
     let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;
     let cause = op["failure-cause"].clone();
     let text = cause_text(&cause);
@@ -1100,7 +1023,7 @@ backend_tests!(
             fake.set_hostile(Some(Hostile::Body(code, "text/plain", body.into())));
             let id = savepoint_of(&service, &job).await;
             let op = eventually("the error recorded", WITHIN, || async {
-                let op = stored(&ts, CLUSTER, &job, &id).await;
+                let op = ts.operation(CLUSTER, &job, &id).await;
                 op.last_error.is_some().then_some(op)
             })
             .await;
@@ -1208,7 +1131,7 @@ backend_tests!(
         let huge = HugeFlink::start(HUGE).await;
         let url = huge.url();
         // Through the environment, so that a binary without the flag still starts.
-        let serve = ServeProcess::start_with_env(
+        let serve = Serve::start_with_env(
             &ts.url,
             &[
                 "--cluster-id",

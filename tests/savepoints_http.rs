@@ -6,7 +6,6 @@
 //! (default cluster from its flags, restarts, --operation-timeout, --operation-retention).
 
 mod common;
-mod support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -15,16 +14,15 @@ use axum::http::StatusCode;
 use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 
-use common::{Api, Resp, TestStore, random_hex};
-use support::{
-    Client, ServeProcess, Service, accepted, cause_text, eventually, listed, prefix, put_cluster,
-    status, stop, trigger,
+use common::savepoints::{
+    accepted, cause_text, listed, prefix, put_cluster, status, stop, trigger,
 };
+use common::{Client, Resp, Serve, Service, TestStore, eventually, random_hex, run_jobstore};
 
 const DIR: &str = "file:///var/flink/sp";
 const IN_PROGRESS: &str = r#"{"status":{"id":"IN_PROGRESS"},"operation":null}"#;
 
-fn api(ts: &TestStore) -> Api {
+fn api(ts: &TestStore) -> Client {
     ts.api(HttpConfig::default())
 }
 
@@ -44,6 +42,18 @@ fn unknown_message(job: &str, request: &str) -> String {
     format!("There is no savepoint operation with triggerId={request} for job {job}.")
 }
 
+/// Triggers a savepoint into [`DIR`]; its id.
+async fn savepoint(c: &Client, prefix: &str, job: &str) -> String {
+    trigger(c, prefix, job, &json!({"target-directory": DIR})).await
+}
+
+/// Flink's message for a path parameter that is no id.
+fn unparsable_message(parameter: &str, value: &str) -> String {
+    format!(
+        "Bad request, could not parse parameters: Cannot resolve path parameter ({parameter}) from value \"{value}\"."
+    )
+}
+
 fn completed_location(location: &str) -> String {
     format!(r#"{{"status":{{"id":"COMPLETED"}},"operation":{{"location":"{location}"}}}}"#)
 }
@@ -56,17 +66,27 @@ fn list_path(cluster: &str, query: &str) -> String {
     format!("/v1/clusters/{cluster}/savepoint-operations{query}")
 }
 
+/// Completes an operation through `.../complete` with this location, asserting 200.
+async fn complete(c: &Client, cluster: &str, job: &str, request: &str, location: &str) {
+    let body = json!({ "location": location });
+    c.post_json(&complete_path(cluster, job, request), &body)
+        .await
+        .expect(StatusCode::OK);
+}
+
+/// The status body of an operation, as text.
+async fn status_text(c: &Client, prefix: &str, job: &str, request: &str) -> String {
+    c.get(&format!("{prefix}/jobs/{job}/savepoints/{request}"))
+        .await
+        .text()
+}
+
 /// The operations of a listing answer (asserting 200 and its shape).
 #[track_caller]
 fn operations(r: &Resp) -> Vec<Value> {
     r.expect(StatusCode::OK);
     let body = r.json();
-    let keys: BTreeSet<&str> = body
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys = common::keys(&body);
     assert_eq!(
         keys,
         BTreeSet::from(["savepoint-operations", "next"]),
@@ -78,7 +98,7 @@ fn operations(r: &Resp) -> Vec<Value> {
 /// An operation as the contract shapes it, checked field by field.
 #[track_caller]
 fn check_operation(op: &Value, cluster: &str, job: &str, request: &str, kind: &str) {
-    let keys: BTreeSet<&str> = op.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys = common::keys(op);
     let expected = BTreeSet::from([
         "cluster-id",
         "job-id",
@@ -126,7 +146,7 @@ fn check_operation(op: &Value, cluster: &str, job: &str, request: &str, kind: &s
 }
 
 /// The one listed operation of a job on a cluster.
-async fn only_operation(c: &impl Client, cluster: &str, job: &str) -> Value {
+async fn only_operation(c: &Client, cluster: &str, job: &str) -> Value {
     let ops = operations(&c.get(&list_path(cluster, &format!("?job-id={job}"))).await);
     assert_eq!(ops.len(), 1, "{ops:#?}");
     ops[0].clone()
@@ -164,18 +184,16 @@ backend_tests!(
                 }
             }
             // The other request type's field name is an unknown field here.
-            flink_error(
-                &api.post_json(&stop_path, &json!({"target-directory": DIR}))
-                    .await,
-                StatusCode::BAD_REQUEST,
-                &no_dir_message("targetDirectory"),
-            );
-            flink_error(
-                &api.post_json(&savepoints, &json!({"targetDirectory": DIR}))
-                    .await,
-                StatusCode::BAD_REQUEST,
-                &no_dir_message("target-directory"),
-            );
+            for (path, other, property) in [
+                (&stop_path, "target-directory", "targetDirectory"),
+                (&savepoints, "targetDirectory", "target-directory"),
+            ] {
+                flink_error(
+                    &api.post_json(path, &json!({ other: DIR })).await,
+                    StatusCode::BAD_REQUEST,
+                    &no_dir_message(property),
+                );
+            }
         }
         // Nothing was created.
         for cluster in ["default", "c1"] {
@@ -187,10 +205,9 @@ backend_tests!(
 backend_tests!(
     trigger_answers_a_request_id_and_the_status_is_in_progress,
     |ts| async move {
-        let api = api(&ts);
-        let job = random_hex();
+        let (api, job) = (api(&ts), random_hex());
         for pre in [prefix(None), prefix(Some("c1"))] {
-            let id = trigger(&api, &pre, &job, &json!({"target-directory": DIR})).await;
+            let id = savepoint(&api, &pre, &job).await;
             let r = api.get(&format!("{pre}/jobs/{job}/savepoints/{id}")).await;
             r.expect(StatusCode::OK);
             assert_eq!(r.text(), IN_PROGRESS);
@@ -209,15 +226,10 @@ backend_tests!(
         }
         // A stop is polled where Flink serves it: GET .../savepoints/<id>.
         let id = stop(&api, "", &job, &json!({"targetDirectory": DIR})).await;
-        assert_eq!(
-            api.get(&format!("/jobs/{job}/savepoints/{id}"))
-                .await
-                .text(),
-            IN_PROGRESS
-        );
+        assert_eq!(status_text(&api, "", &job, &id).await, IN_PROGRESS);
         // Each trigger without a triggerId is a new operation with a new id; another
         // triggerId while one is in progress is another operation.
-        let again = trigger(&api, "", &job, &json!({"target-directory": DIR})).await;
+        let again = savepoint(&api, "", &job).await;
         assert_ne!(again, id);
         let b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
         let body = json!({"target-directory": DIR, "triggerId": b});
@@ -253,12 +265,7 @@ backend_tests!(
         );
         // After completion, and with other parameters: the same id, nothing new.
         let location = "file:/var/flink/sp/savepoint-58356f-b0eb039b8914";
-        api.post_json(
-            &complete_path("default", &job, given),
-            &json!({"location": location}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        complete(&api, "default", &job, given, location).await;
         assert_eq!(trigger(&api, "", &job, &body).await, given);
         for other in [
             json!({"target-directory": "file:///var/flink/sp-other", "triggerId": given}),
@@ -283,26 +290,10 @@ backend_tests!(
         let upper = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
         let lower = upper.to_lowercase();
         let upper_job = job.to_uppercase();
-        assert_eq!(
-            trigger(
-                &api,
-                "",
-                &upper_job,
-                &json!({"target-directory": DIR, "triggerId": upper})
-            )
-            .await,
-            lower
-        );
-        assert_eq!(
-            trigger(
-                &api,
-                "",
-                &job,
-                &json!({"target-directory": DIR, "triggerId": lower})
-            )
-            .await,
-            lower
-        );
+        for (job, given) in [(&upper_job, upper), (&job, lower.as_str())] {
+            let body = json!({"target-directory": DIR, "triggerId": given});
+            assert_eq!(trigger(&api, "", job, &body).await, lower);
+        }
         assert_eq!(
             api.get(&format!("/jobs/{upper_job}/savepoints/{upper}"))
                 .await
@@ -320,20 +311,15 @@ backend_tests!(completed_operations_have_flinks_shapes, |ts| async move {
     let api = api(&ts);
     let job = random_hex();
     let pre = prefix(Some("c1"));
-    let ok = trigger(&api, &pre, &job, &json!({"target-directory": DIR})).await;
-    let failed = trigger(&api, &pre, &job, &json!({"target-directory": DIR})).await;
+    let ok = savepoint(&api, &pre, &job).await;
+    let failed = savepoint(&api, &pre, &job).await;
     let location = "file:/var/flink/sp/savepoint-58356f-032e61c2bdcf";
     let cause = json!({
         "class": "java.util.concurrent.CompletionException",
         "stack-trace": "java.util.concurrent.CompletionException: org.apache.flink.runtime.messages.FlinkJobNotFoundException: Could not find Flink job (0123456789abcdef0123456789abcdef)\n\tat java.base/java.util.concurrent.CompletableFuture.encodeThrowable(CompletableFuture.java:315)\n",
         "serialized-throwable": "rO0ABXNyAC5qYXZhLnV0aWwuY29uY3VycmVudC5Db21wbGV0aW9uRXhjZXB0aW9u"
     });
-    api.post_json(
-        &complete_path("c1", &job, &ok),
-        &json!({"location": location}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    complete(&api, "c1", &job, &ok, location).await;
     api.post_json(
         &complete_path("c1", &job, &failed),
         &json!({"failure-cause": cause}),
@@ -371,7 +357,7 @@ backend_tests!(unknown_and_malformed_ids, |ts| async move {
             StatusCode::NOT_FOUND,
             &unknown_message(&job, unknown),
         );
-        let known = trigger(&api, &pre, &job, &json!({"target-directory": DIR})).await;
+        let known = savepoint(&api, &pre, &job).await;
         let other_job = random_hex();
         flink_error(
             &api.get(&format!("{pre}/jobs/{other_job}/savepoints/{known}"))
@@ -379,18 +365,32 @@ backend_tests!(unknown_and_malformed_ids, |ts| async move {
             StatusCode::NOT_FOUND,
             &unknown_message(&other_job, &known),
         );
-        // Malformed ids in the path.
-        flink_error(
-            &api.get(&format!("{pre}/jobs/{job}/savepoints/not-a-trigger"))
-                .await,
-            StatusCode::BAD_REQUEST,
-            "Bad request, could not parse parameters: Cannot resolve path parameter (triggerid) from value \"not-a-trigger\".",
-        );
-        flink_error(
-            &api.get(&format!("{pre}/jobs/xyz/savepoints/{known}")).await,
-            StatusCode::BAD_REQUEST,
-            "Bad request, could not parse parameters: Cannot resolve path parameter (jobid) from value \"xyz\".",
-        );
+        // Malformed ids in the path; 31 and 33 hex characters are not ids either.
+        let (short, long) = (&job[..31], format!("{job}0"));
+        for (path, parameter, value) in [
+            (
+                format!("{pre}/jobs/{job}/savepoints/not-a-trigger"),
+                "triggerid",
+                "not-a-trigger",
+            ),
+            (format!("{pre}/jobs/xyz/savepoints/{known}"), "jobid", "xyz"),
+            (
+                format!("{pre}/jobs/{job}/savepoints/{short}"),
+                "triggerid",
+                short,
+            ),
+            (
+                format!("{pre}/jobs/{long}/savepoints/{known}"),
+                "jobid",
+                &long,
+            ),
+        ] {
+            flink_error(
+                &api.get(&path).await,
+                StatusCode::BAD_REQUEST,
+                &unparsable_message(parameter, value),
+            );
+        }
         for route in ["savepoints", "stop"] {
             flink_error(
                 &api.post_json(
@@ -399,28 +399,9 @@ backend_tests!(unknown_and_malformed_ids, |ts| async move {
                 )
                 .await,
                 StatusCode::BAD_REQUEST,
-                "Bad request, could not parse parameters: Cannot resolve path parameter (jobid) from value \"xyz\".",
+                &unparsable_message("jobid", "xyz"),
             );
         }
-        // 31 and 33 hex characters are not ids either.
-        let short = &job[..31];
-        flink_error(
-            &api.get(&format!("{pre}/jobs/{job}/savepoints/{short}"))
-                .await,
-            StatusCode::BAD_REQUEST,
-            &format!(
-                "Bad request, could not parse parameters: Cannot resolve path parameter (triggerid) from value \"{short}\"."
-            ),
-        );
-        let long = format!("{job}0");
-        flink_error(
-            &api.get(&format!("{pre}/jobs/{long}/savepoints/{known}"))
-                .await,
-            StatusCode::BAD_REQUEST,
-            &format!(
-                "Bad request, could not parse parameters: Cannot resolve path parameter (jobid) from value \"{long}\"."
-            ),
-        );
         // GET .../stop/<id> does not exist in Flink: 404 with its message.
         let path = format!("{pre}/jobs/{job}/stop/{known}");
         flink_error(
@@ -523,24 +504,12 @@ backend_tests!(
                 "IN_PROGRESS"
             );
             // formatType NATIVE is accepted and kept.
-            let id = accepted(
-                &api.post_raw(
-                    &path,
-                    &format!(r#"{{"{dir_field}":"{DIR}","formatType":"NATIVE"}}"#),
-                )
-                .await,
-            );
-            let op = listed(&api, "default", &job, &id).await.unwrap();
-            assert_eq!(op["format-type"], "NATIVE");
-            let id = accepted(
-                &api.post_raw(
-                    &path,
-                    &format!(r#"{{"{dir_field}":"{DIR}","formatType":"CANONICAL"}}"#),
-                )
-                .await,
-            );
-            let op = listed(&api, "default", &job, &id).await.unwrap();
-            assert_eq!(op["format-type"], "CANONICAL");
+            for format in ["NATIVE", "CANONICAL"] {
+                let body = format!(r#"{{"{dir_field}":"{DIR}","formatType":"{format}"}}"#);
+                let id = accepted(&api.post_raw(&path, &body).await);
+                let op = listed(&api, "default", &job, &id).await.unwrap();
+                assert_eq!(op["format-type"], format);
+            }
         }
         // Nothing was stored by the malformed requests.
         assert_eq!(
@@ -553,35 +522,24 @@ backend_tests!(
 
 backend_tests!(cancel_job_and_drain_choose_the_kind, |ts| async move {
     let api = api(&ts);
+    // The route, the value of its flag (`cancel-job`, `drain`) when one is sent, the kind.
     let cases = [
-        ("savepoints", json!({"target-directory": DIR}), "SAVEPOINT"),
-        (
-            "savepoints",
-            json!({"target-directory": DIR, "cancel-job": false}),
-            "SAVEPOINT",
-        ),
-        (
-            "savepoints",
-            json!({"target-directory": DIR, "cancel-job": true}),
-            "CANCEL_WITH_SAVEPOINT",
-        ),
-        (
-            "stop",
-            json!({"targetDirectory": DIR}),
-            "STOP_WITH_SAVEPOINT",
-        ),
-        (
-            "stop",
-            json!({"targetDirectory": DIR, "drain": false}),
-            "STOP_WITH_SAVEPOINT",
-        ),
-        (
-            "stop",
-            json!({"targetDirectory": DIR, "drain": true}),
-            "TERMINATE_WITH_SAVEPOINT",
-        ),
+        ("savepoints", None, "SAVEPOINT"),
+        ("savepoints", Some(false), "SAVEPOINT"),
+        ("savepoints", Some(true), "CANCEL_WITH_SAVEPOINT"),
+        ("stop", None, "STOP_WITH_SAVEPOINT"),
+        ("stop", Some(false), "STOP_WITH_SAVEPOINT"),
+        ("stop", Some(true), "TERMINATE_WITH_SAVEPOINT"),
     ];
-    for (route, body, kind) in cases {
+    for (route, flag, kind) in cases {
+        let (dir_field, flag_field) = match route {
+            "stop" => ("targetDirectory", "drain"),
+            _ => ("target-directory", "cancel-job"),
+        };
+        let mut body = json!({ dir_field: DIR });
+        if let Some(flag) = flag {
+            body[flag_field] = json!(flag);
+        }
         let job = random_hex();
         let id = accepted(
             &api.post_json(&format!("/v1/clusters/c1/jobs/{job}/{route}"), &body)
@@ -605,7 +563,7 @@ backend_tests!(
             ..HttpConfig::default()
         });
         let job = random_hex();
-        let id = trigger(&api, "", &job, &json!({"target-directory": DIR})).await;
+        let id = savepoint(&api, "", &job).await;
         assert_eq!(
             status(&api, "/v1/clusters/prod", &job, &id).await["status"]["id"],
             "IN_PROGRESS"
@@ -620,13 +578,7 @@ backend_tests!(
         check_operation(&op, "prod", &job, &id, "SAVEPOINT");
         assert!(operations(&api.get(&list_path("default", "")).await).is_empty());
         // And the other way round.
-        let id = trigger(
-            &api,
-            "/v1/clusters/prod",
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let id = savepoint(&api, "/v1/clusters/prod", &job).await;
         assert_eq!(
             status(&api, "", &job, &id).await["status"]["id"],
             "IN_PROGRESS"
@@ -669,22 +621,13 @@ backend_tests!(
             .await,
             given
         );
-        api.post_json(
-            &complete_path("a", &job, &given),
-            &json!({"location": "file:/a/sp"}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        complete(&api, "a", &job, &given, "file:/a/sp").await;
         assert_eq!(
-            api.get(&format!("/v1/clusters/a/jobs/{job}/savepoints/{given}"))
-                .await
-                .text(),
+            status_text(&api, "/v1/clusters/a", &job, &given).await,
             completed_location("file:/a/sp")
         );
         assert_eq!(
-            api.get(&format!("/v1/clusters/b/jobs/{job}/savepoints/{given}"))
-                .await
-                .text(),
+            status_text(&api, "/v1/clusters/b", &job, &given).await,
             IN_PROGRESS
         );
         let a = only_operation(&api, "a", &job).await;
@@ -726,7 +669,7 @@ backend_tests!(listing_filters_and_pages, |ts| async move {
     let mut all = Vec::new();
     for (job, n) in [(&jobs[0], 3), (&jobs[1], 2)] {
         for _ in 0..n {
-            let id = trigger(&api, &pre, job, &json!({"target-directory": DIR})).await;
+            let id = savepoint(&api, &pre, job).await;
             all.push((job.clone(), id));
         }
     }
@@ -734,12 +677,7 @@ backend_tests!(listing_filters_and_pages, |ts| async move {
     // Complete two: the second of each job.
     let completed: Vec<(String, String)> = vec![all[1].clone(), all[4].clone()];
     for (job, id) in &completed {
-        api.post_json(
-            &complete_path(cluster, job, id),
-            &json!({"location": format!("file:/sp/{id}")}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        complete(&api, cluster, job, id, &format!("file:/sp/{id}")).await;
     }
     let ids = |ops: &[Value]| -> Vec<(String, String)> {
         ops.iter()
@@ -850,7 +788,7 @@ backend_tests!(complete_stores_one_result_once, |ts| async move {
     let cluster = "c1";
     let pre = prefix(Some(cluster));
     let job = random_hex();
-    let ok = trigger(&api, &pre, &job, &json!({"target-directory": DIR})).await;
+    let ok = savepoint(&api, &pre, &job).await;
     let failed = stop(&api, &pre, &job, &json!({"targetDirectory": DIR})).await;
     let path = complete_path(cluster, &job, &ok);
 
@@ -871,7 +809,7 @@ backend_tests!(complete_stores_one_result_once, |ts| async move {
     api.post_raw(&path, "not json")
         .await
         .error(StatusCode::BAD_REQUEST);
-    api.send(
+    api.request(
         axum::http::Method::POST,
         &path,
         Some("text/plain"),
@@ -905,9 +843,7 @@ backend_tests!(complete_stores_one_result_once, |ts| async move {
         .await
         .error(StatusCode::CONFLICT);
     assert_eq!(
-        api.get(&format!("{pre}/jobs/{job}/savepoints/{ok}"))
-            .await
-            .text(),
+        status_text(&api, &pre, &job, &ok).await,
         completed_location(location)
     );
     assert_eq!(listed(&api, cluster, &job, &ok).await.unwrap(), op);
@@ -1031,7 +967,7 @@ backend_tests!(cluster_configuration, |ts| async move {
     api.get("/v1/clusters/a%20b")
         .await
         .error(StatusCode::BAD_REQUEST);
-    api.send(
+    api.request(
         axum::http::Method::PUT,
         "/v1/clusters/c1",
         Some("text/plain"),
@@ -1056,13 +992,7 @@ backend_tests!(cluster_configuration, |ts| async move {
         assert_eq!(op["target-directory"], "file:///sp/c1-new");
     }
     // An explicit one wins.
-    let c = trigger(
-        &api,
-        "/v1/clusters/c1",
-        &job,
-        &json!({"target-directory": DIR}),
-    )
-    .await;
+    let c = savepoint(&api, "/v1/clusters/c1", &job).await;
     assert_eq!(
         listed(&api, "c1", &job, &c).await.unwrap()["target-directory"],
         DIR
@@ -1083,15 +1013,11 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
     let api = api(&ts);
     let pre = prefix(Some("c1"));
     let job = random_hex();
-    let old = trigger(&api, &pre, &job, &json!({"target-directory": DIR})).await;
-    let young = trigger(&api, &pre, &job, &json!({"target-directory": DIR})).await;
-    let open = trigger(&api, &pre, &job, &json!({"target-directory": DIR})).await;
-    api.post_json(
-        &complete_path("c1", &job, &old),
-        &json!({"location": "file:/old"}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    let old = savepoint(&api, &pre, &job).await;
+    let young = savepoint(&api, &pre, &job).await;
+    let open = savepoint(&api, &pre, &job).await;
+    complete(&api, "c1", &job, &old, "file:/old").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         ts.store
             .purge_operations(Duration::from_secs(3600))
@@ -1099,13 +1025,7 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
             .unwrap(),
         0
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    api.post_json(
-        &complete_path("c1", &job, &young),
-        &json!({"location": "file:/young"}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    complete(&api, "c1", &job, &young, "file:/young").await;
     assert_eq!(
         ts.store
             .purge_operations(Duration::from_millis(400))
@@ -1120,17 +1040,10 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
     );
     assert!(listed(&api, "c1", &job, &old).await.is_none());
     assert_eq!(
-        api.get(&format!("{pre}/jobs/{job}/savepoints/{young}"))
-            .await
-            .text(),
+        status_text(&api, &pre, &job, &young).await,
         completed_location("file:/young")
     );
-    assert_eq!(
-        api.get(&format!("{pre}/jobs/{job}/savepoints/{open}"))
-            .await
-            .text(),
-        IN_PROGRESS
-    );
+    assert_eq!(status_text(&api, &pre, &job, &open).await, IN_PROGRESS);
     // Open operations are never removed, however old.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
@@ -1140,12 +1053,7 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
             .unwrap(),
         1
     );
-    assert_eq!(
-        api.get(&format!("{pre}/jobs/{job}/savepoints/{open}"))
-            .await
-            .text(),
-        IN_PROGRESS
-    );
+    assert_eq!(status_text(&api, &pre, &job, &open).await, IN_PROGRESS);
     assert_eq!(operations(&api.get(&list_path("c1", "")).await).len(), 1);
 });
 
@@ -1244,17 +1152,7 @@ backend_tests!(
 backend_tests!(
     serve_takes_the_default_cluster_from_its_flags_and_keeps_operations_across_restarts,
     |ts| async move {
-        let first = ServeProcess::start(
-            &ts.url,
-            &[
-                "--cluster-id",
-                "prod",
-                "--savepoint-dir",
-                "file:///sp/flags",
-                "--no-executor",
-            ],
-        )
-        .await;
+        let first = serve_prod(&ts.url, "file:///sp/flags").await;
         let http = &first.http;
         let r = http.get("/v1/clusters/prod").await;
         r.expect(StatusCode::OK);
@@ -1275,7 +1173,7 @@ backend_tests!(
         let job = random_hex();
         let a = accepted(&http.post_empty(&format!("/jobs/{job}/savepoints")).await);
         let b = accepted(&http.post_raw(&format!("/jobs/{job}/stop"), "{}").await);
-        let c = trigger(http, "", &job, &json!({"target-directory": DIR})).await;
+        let c = savepoint(http, "", &job).await;
         for (id, kind, dir) in [
             (&a, "SAVEPOINT", "file:///sp/flags"),
             (&b, "STOP_WITH_SAVEPOINT", "file:///sp/flags"),
@@ -1285,12 +1183,7 @@ backend_tests!(
             check_operation(&op, "prod", &job, id, kind);
             assert_eq!(op["target-directory"], dir);
         }
-        http.post_json(
-            &complete_path("prod", &job, &b),
-            &json!({"location": "file:/sp/flags/savepoint-b"}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        complete(http, "prod", &job, &b, "file:/sp/flags/savepoint-b").await;
         // Other clusters have no default directory.
         flink_error(
             &http
@@ -1308,33 +1201,16 @@ backend_tests!(
 
         // Restarted with another directory flag: the flags still rule the default cluster,
         // and every operation is still there as it was.
-        let second = ServeProcess::start(
-            &ts.url,
-            &[
-                "--cluster-id",
-                "prod",
-                "--savepoint-dir",
-                "file:///sp/flags-2",
-                "--no-executor",
-            ],
-        )
-        .await;
+        let second = serve_prod(&ts.url, "file:///sp/flags-2").await;
         let http = &second.http;
         assert_eq!(
             http.get("/v1/clusters/prod").await.json()["savepoint-directory"],
             "file:///sp/flags-2"
         );
         assert_eq!(operations(&http.get(&list_path("prod", "")).await), before);
+        assert_eq!(status_text(http, "", &job, &a).await, IN_PROGRESS);
         assert_eq!(
-            http.get(&format!("/jobs/{job}/savepoints/{a}"))
-                .await
-                .text(),
-            IN_PROGRESS
-        );
-        assert_eq!(
-            http.get(&format!("/jobs/{job}/savepoints/{b}"))
-                .await
-                .text(),
+            status_text(http, "", &job, &b).await,
             completed_location("file:/sp/flags/savepoint-b")
         );
         // A repeated trigger id still answers the stored operation.
@@ -1343,17 +1219,7 @@ backend_tests!(
         // Once set through PUT, the flags no longer apply, also after a crash.
         put_cluster(http, "prod", None, Some("file:///sp/put")).await;
         second.kill();
-        let third = ServeProcess::start(
-            &ts.url,
-            &[
-                "--cluster-id",
-                "prod",
-                "--savepoint-dir",
-                "file:///sp/flags",
-                "--no-executor",
-            ],
-        )
-        .await;
+        let third = serve_prod(&ts.url, "file:///sp/flags").await;
         let http = &third.http;
         assert_eq!(
             http.get("/v1/clusters/prod").await.json(),
@@ -1366,13 +1232,7 @@ backend_tests!(
         );
         assert_eq!(operations(&http.get(&list_path("prod", "")).await).len(), 4);
         // The un-prefixed routes do not reach another cluster's operations.
-        let other = trigger(
-            http,
-            "/v1/clusters/other",
-            &job,
-            &json!({"target-directory": DIR}),
-        )
-        .await;
+        let other = savepoint(http, "/v1/clusters/other", &job).await;
         flink_error(
             &http.get(&format!("/jobs/{job}/savepoints/{other}")).await,
             StatusCode::NOT_FOUND,
@@ -1385,24 +1245,19 @@ backend_tests!(
     serve_times_out_and_removes_operations_by_its_flags,
     |ts| async move {
         // Operations of a cluster without a flink-rest-url wait for `.../complete`.
-        let first = ServeProcess::start(&ts.url, &["--savepoint-dir", "file:///sp"]).await;
+        let first = Serve::start(&ts.url, &["--savepoint-dir", "file:///sp"]).await;
         let http = &first.http;
         let job = random_hex();
         let waiting = trigger(http, "", &job, &json!({})).await;
         let done = trigger(http, "", &job, &json!({})).await;
-        http.post_json(
-            &complete_path("default", &job, &done),
-            &json!({"location": "file:/sp/done"}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        complete(http, "default", &job, &done, "file:/sp/done").await;
         let exit = first.terminate().await;
         assert!(exit.success(), "jobstore serve exited with {exit}");
         tokio::time::sleep(Duration::from_millis(1100)).await;
 
         // With --operation-timeout 1s and --operation-retention 1s, the executor's sweep
         // times the open one out and removes the completed one.
-        let second = ServeProcess::start(
+        let second = Serve::start(
             &ts.url,
             &[
                 "--savepoint-dir",
@@ -1460,17 +1315,7 @@ backend_tests!(
     |ts| async move {
         let (url_a, url_b) = ("http://127.0.0.1:1/a", "http://127.0.0.1:1/b");
         let (dir_a, dir_b) = ("file:///sp/a", "file:///sp/b");
-        let a = ServeProcess::start(
-            &ts.url,
-            &[
-                "--flink-rest-url",
-                url_a,
-                "--savepoint-dir",
-                dir_a,
-                "--no-executor",
-            ],
-        )
-        .await;
+        let a = serve_with_flink(&ts.url, url_a, dir_a).await;
         let warnings = |logs: &str| -> Vec<Value> {
             logs.lines()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -1483,17 +1328,7 @@ backend_tests!(
             a.logs()
         );
         // B starts on the same database while A runs, with other flags.
-        let b = ServeProcess::start(
-            &ts.url,
-            &[
-                "--flink-rest-url",
-                url_b,
-                "--savepoint-dir",
-                dir_b,
-                "--no-executor",
-            ],
-        )
-        .await;
+        let b = serve_with_flink(&ts.url, url_b, dir_b).await;
         let found = warnings(&b.logs());
         assert_eq!(found.len(), 1, "one warning\n{}", b.logs());
         let fields = &found[0]["fields"];
@@ -1518,31 +1353,11 @@ backend_tests!(
             assert_eq!(r.json(), expected);
         }
         // A replica with the same flags as the stored ones says nothing.
-        let c = ServeProcess::start(
-            &ts.url,
-            &[
-                "--flink-rest-url",
-                url_b,
-                "--savepoint-dir",
-                dir_b,
-                "--no-executor",
-            ],
-        )
-        .await;
+        let c = serve_with_flink(&ts.url, url_b, dir_b).await;
         assert!(warnings(&c.logs()).is_empty(), "{}", c.logs());
         // Once set through PUT, the flags are not applied and there is nothing to warn of.
         put_cluster(&c.http, "default", Some(url_a), None).await;
-        let d = ServeProcess::start(
-            &ts.url,
-            &[
-                "--flink-rest-url",
-                url_b,
-                "--savepoint-dir",
-                dir_b,
-                "--no-executor",
-            ],
-        )
-        .await;
+        let d = serve_with_flink(&ts.url, url_b, dir_b).await;
         assert!(warnings(&d.logs()).is_empty(), "{}", d.logs());
         assert_eq!(
             d.http.get("/v1/clusters/default").await.json(),
@@ -1551,8 +1366,32 @@ backend_tests!(
     }
 );
 
+/// `jobstore serve` without an executor, with these flags of the default cluster.
+async fn serve_with_flink(database_url: &str, flink_rest_url: &str, savepoint_dir: &str) -> Serve {
+    let flags = [
+        "--flink-rest-url",
+        flink_rest_url,
+        "--savepoint-dir",
+        savepoint_dir,
+        "--no-executor",
+    ];
+    Serve::start(database_url, &flags).await
+}
+
+/// `jobstore serve` without an executor, its default cluster `prod` with this directory.
+async fn serve_prod(database_url: &str, savepoint_dir: &str) -> Serve {
+    let flags = [
+        "--cluster-id",
+        "prod",
+        "--savepoint-dir",
+        savepoint_dir,
+        "--no-executor",
+    ];
+    Serve::start(database_url, &flags).await
+}
+
 /// PUT `{"flink-rest-url": url}` on `cluster`: the answer.
-async fn put_url(api: &Api, cluster: &str, url: &str) -> Resp {
+async fn put_url(api: &Client, cluster: &str, url: &str) -> Resp {
     api.put_json(
         &format!("/v1/clusters/{cluster}"),
         &json!({ "flink-rest-url": url }),
@@ -1692,38 +1531,23 @@ fn allow_list_entries_are_parsed_strictly() {
 
 /// `jobstore serve <args>` that must refuse to start: its stderr.
 async fn serve_refuses(database_url: &str, args: &[&str]) -> String {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_jobstore"));
-    for (name, _) in std::env::vars() {
-        if name.starts_with("JOBSTORE_") {
-            command.env_remove(name);
-        }
-    }
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        command
-            .args([
-                "serve",
-                "--database-url",
-                database_url,
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .args(args)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("jobstore serve with a bad flag exits")
-    .expect("jobstore serve runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "{args:?} started: {stderr}");
-    stderr
+    let serve = [
+        "serve",
+        "--database-url",
+        database_url,
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let all: Vec<&str> = serve.iter().chain(args).copied().collect();
+    let out = run_jobstore(&all, &[], Duration::from_secs(60));
+    assert!(!out.status.success(), "{args:?} started: {}", out.stderr);
+    out.stderr
 }
 
 // Points 11 and 12: --flink-rest-url goes through the validator of PUT (normalised or
 // refused at start, never a CHECK error) and --flink-allowed-hosts.
 backend_tests!(serve_validates_flink_rest_url_like_put, |ts| async move {
-    let serve = ServeProcess::start(
+    let serve = Serve::start(
         &ts.url,
         &[
             "--cluster-id",
@@ -1740,7 +1564,7 @@ backend_tests!(serve_validates_flink_rest_url_like_put, |ts| async move {
     );
     drop(serve);
     // Started with a list, without one: the warning is logged only without.
-    let listed = ServeProcess::start(
+    let listed = Serve::start(
         &ts.url,
         &[
             "--cluster-id",
@@ -1750,7 +1574,7 @@ backend_tests!(serve_validates_flink_rest_url_like_put, |ts| async move {
         ],
     )
     .await;
-    let open = ServeProcess::start(&ts.url, &["--cluster-id", "other"]).await;
+    let open = Serve::start(&ts.url, &["--cluster-id", "other"]).await;
     eventually(
         "the open allow-list warned about",
         Duration::from_secs(10),

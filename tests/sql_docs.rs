@@ -11,7 +11,6 @@ use jobstore::store::{
     StateHandleKey,
 };
 use jobstore::wire::{ResultKind, parse_envelope};
-use sqlx::Connection;
 
 /// The SQL blocks of docs/sql.md for one backend.
 fn documented_queries(backend: Backend) -> Vec<String> {
@@ -172,24 +171,9 @@ async fn seed(ts: &TestStore) {
 async fn run_all(ts: &TestStore) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for q in documented_queries(ts.backend) {
-        let rows = match ts.backend {
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-                let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(q.clone()))
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap_or_else(|e| panic!("documented query failed on PostgreSQL: {e}\n{q}"));
-                rows.len()
-            }
-            Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
-                let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(q.clone()))
-                    .fetch_all(&mut c)
-                    .await
-                    .unwrap_or_else(|e| panic!("documented query failed on SQLite: {e}\n{q}"));
-                rows.len()
-            }
-        };
+        let rows = common::row_count(&ts.url, &q)
+            .await
+            .unwrap_or_else(|e| panic!("documented query failed on {:?}: {e}\n{q}", ts.backend));
         out.push((q, rows));
     }
     out
@@ -214,34 +198,37 @@ fn check(results: &[(String, usize)]) {
         2,
         "one dirty job, one dirty application"
     );
-    assert_eq!(rows_of("FROM dirty_results_per_cluster"), 2);
-    assert_eq!(rows_of("WHERE status = 'FAILED'"), 1);
-    assert_eq!(rows_of("FROM savepoint_history WHERE job_id"), 3);
-    assert_eq!(rows_of("WHERE s.location IS NOT NULL"), 1);
-    assert_eq!(rows_of("WHERE status = 'IN_PROGRESS'"), 1);
-    assert_eq!(rows_of("FROM clusters"), 1);
-    assert_eq!(rows_of("stack-trace"), 1);
-    assert_eq!(rows_of("refinery_schema_history"), 1);
-    assert_eq!(rows_of("FROM ha_leaders ORDER BY cluster_id"), 1);
-    assert_eq!(rows_of("FROM ha_leaders WHERE NOT live"), 0);
-    assert_eq!(rows_of("FROM ha_leader_info ORDER BY"), 1);
-    assert_eq!(rows_of("WHERE i.epoch < l.epoch"), 0);
-    assert_eq!(rows_of("FROM ha_held_state ORDER BY"), 2);
+    for (needle, rows) in [
+        ("FROM dirty_results_per_cluster", 2),
+        ("WHERE status = 'FAILED'", 1),
+        ("FROM savepoint_history WHERE job_id", 3),
+        ("WHERE s.location IS NOT NULL", 1),
+        ("WHERE status = 'IN_PROGRESS'", 1),
+        ("FROM clusters", 1),
+        ("stack-trace", 1),
+        ("refinery_schema_history", 1),
+        ("FROM ha_leaders ORDER BY cluster_id", 1),
+        ("FROM ha_leaders WHERE NOT live", 0),
+        ("FROM ha_leader_info ORDER BY", 1),
+        ("WHERE i.epoch < l.epoch", 0),
+        ("FROM ha_held_state ORDER BY", 2),
+    ] {
+        assert_eq!(rows_of(needle), rows, "{needle}");
+    }
 }
 
-#[tokio::test]
-async fn documented_queries_run_on_postgres() {
-    let ts = TestStore::new(Backend::Postgres).await;
+async fn documented_queries_run(backend: Backend) {
+    let ts = TestStore::new(backend).await;
     seed(&ts).await;
     check(&run_all(&ts).await);
 }
 
-#[tokio::test]
-async fn documented_queries_run_on_sqlite() {
-    let ts = TestStore::new(Backend::Sqlite).await;
-    seed(&ts).await;
-    check(&run_all(&ts).await);
-}
+per_backend!(
+    #[tokio::test]
+    documented_queries_run =>
+        documented_queries_run_on_postgres,
+        documented_queries_run_on_sqlite
+);
 
 /// The SQL without its comment lines, white space collapsed, without a final `;`.
 fn normalized(sql: &str) -> String {

@@ -12,7 +12,7 @@ use jobstore::store::{Page, ResultEntry, ResultState, StateFilter, Store, StoreE
 use serde_json::{Value, json};
 
 use common::contract::{Failure, FlinkResultStore};
-use common::{KINDS, Kind, TestStore, flink_files, random_hex};
+use common::{KINDS, Kind, TestStore, at_once, flink_files, random_hex};
 
 fn cluster(name: &str) -> ClusterId {
     name.parse().expect("a valid cluster id")
@@ -108,11 +108,7 @@ contract_cases!(store_adapter);
 
 /// Every entry of a listing, page by page, checking the order and page sizes.
 async fn list_all(
-    store: &dyn Store,
-    kind: Kind,
-    cluster: &ClusterId,
-    filter: StateFilter,
-    limit: u32,
+    store: &dyn Store, kind: Kind, cluster: &ClusterId, filter: StateFilter, limit: u32,
 ) -> Vec<ResultEntry> {
     let mut all: Vec<ResultEntry> = Vec::new();
     let mut after = None;
@@ -294,32 +290,14 @@ backend_tests!(
         let ids = |entries: Vec<ResultEntry>| entries.into_iter().map(|e| e.id).collect::<Vec<_>>();
         let store = &*ts.store;
         for limit in [1, 4, 30, 10_000] {
-            let got = ids(list_all(
-                store,
-                kind,
-                &c,
-                StateFilter::Only(ResultState::Dirty),
-                limit,
-            )
-            .await);
-            assert_eq!(
-                got,
-                dirty.iter().cloned().collect::<Vec<_>>(),
-                "limit {limit}"
-            );
-            let got = ids(list_all(
-                store,
-                kind,
-                &c,
-                StateFilter::Only(ResultState::Clean),
-                limit,
-            )
-            .await);
-            assert_eq!(
-                got,
-                clean.iter().cloned().collect::<Vec<_>>(),
-                "limit {limit}"
-            );
+            for (state, expected) in [(ResultState::Dirty, &dirty), (ResultState::Clean, &clean)] {
+                let got = ids(list_all(store, kind, &c, StateFilter::Only(state), limit).await);
+                assert_eq!(
+                    got,
+                    expected.iter().cloned().collect::<Vec<_>>(),
+                    "limit {limit}"
+                );
+            }
             let got = ids(list_all(store, kind, &c, StateFilter::All, limit).await);
             let all: BTreeSet<_> = dirty.union(&clean).cloned().collect();
             assert_eq!(got, all.into_iter().collect::<Vec<_>>(), "limit {limit}");
@@ -345,33 +323,12 @@ backend_tests!(flink_files_are_kept_verbatim, |ts| async move {
     }
 });
 
-/// Runs `n` copies of `op` at once and returns their outcomes.
-async fn race<T, F, Fut>(n: usize, op: F) -> Vec<T>
-where
-    T: Send + 'static,
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = T> + Send + 'static,
-{
-    let barrier = Arc::new(tokio::sync::Barrier::new(n));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..n {
-        let barrier = barrier.clone();
-        let fut = op();
-        tasks.spawn(async move {
-            barrier.wait().await;
-            fut.await
-        });
-    }
-    tasks.join_all().await
-}
-
 backend_tests!(
     concurrent_creates_of_one_id_register_it_once,
     |ts| async move {
         let c = cluster("race");
-        for kind in KINDS {
-            let id = random_hex();
-            let outcomes = race(32, || {
+        for (kind, id) in KINDS.map(|kind| (kind, random_hex())) {
+            let outcomes = at_once(32, |_| {
                 let (store, c, id) = (ts.store.clone(), c.clone(), id.clone());
                 async move {
                     store
@@ -394,13 +351,12 @@ backend_tests!(
     concurrent_mark_cleans_agree_on_one_cleaned_at,
     |ts| async move {
         let c = cluster("race");
-        for kind in KINDS {
-            let id = random_hex();
+        for (kind, id) in KINDS.map(|kind| (kind, random_hex())) {
             ts.store
                 .create_result(&c, kind.id(&id), &kind.result(&id))
                 .await
                 .unwrap();
-            let outcomes = race(32, || {
+            let outcomes = at_once(32, |_| {
                 let (store, c, id) = (ts.store.clone(), c.clone(), id.clone());
                 async move { store.mark_result_clean(&c, kind.id(&id)).await }
             })
@@ -425,9 +381,6 @@ backend_tests!(
 
 backend_tests!(ready_on_a_migrated_database, |ts| async move {
     ts.store.ready().await.expect("ready");
-    let expected = match ts.backend {
-        common::Backend::Postgres => "postgres",
-        common::Backend::Sqlite => "sqlite",
-    };
+    let expected = ts.backend.name();
     assert_eq!(ts.store.backend(), expected);
 });

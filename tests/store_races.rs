@@ -4,14 +4,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Backend, TestStore, random_hex};
-use jobstore::ids::{ClusterId, JobId, TriggerId};
-use jobstore::store::{
-    ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, migrate,
-};
+use common::{Backend, TestStore, at_once, operation_key, random_hex};
+use jobstore::ids::ClusterId;
+use jobstore::store::{ClusterConfig, ConfiguredBy, NewOperation, OperationKind, migrate};
 use sqlx::Connection;
 
 const CLAIMERS: usize = 16;
@@ -30,11 +27,7 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
         )
         .await
         .unwrap();
-    let key = OperationKey {
-        cluster: cluster.clone(),
-        job: random_hex().parse::<JobId>().unwrap(),
-        request: random_hex().parse::<TriggerId>().unwrap(),
-    };
+    let key = operation_key("race", &random_hex(), &random_hex());
     ts.store
         .create_operation(&NewOperation {
             target_directory: Some("file:///tmp/sp".into()),
@@ -45,21 +38,18 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
         .unwrap();
 
     // Every claimer waits at one barrier, then claims at once.
-    let barrier = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
-    let mut tasks = Vec::new();
-    for i in 0..CLAIMERS {
+    let claims = at_once(CLAIMERS, |i| {
         let store = ts.store.clone();
-        let barrier = barrier.clone();
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
+        async move {
             store
                 .claim_operation(&format!("claimer-{i}"), Duration::from_secs(60))
                 .await
-        }));
-    }
+        }
+    })
+    .await;
     let mut winners = Vec::new();
-    for (i, task) in tasks.into_iter().enumerate() {
-        match task.await.unwrap() {
+    for (i, claim) in claims.into_iter().enumerate() {
+        match claim {
             Ok(Some(claimed)) => winners.push((i, claimed)),
             Ok(None) => {}
             Err(e) => panic!("{backend:?}: claim {i} failed: {e}"),
@@ -96,22 +86,27 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_claims_postgres() {
-    concurrent_claims_of_one_operation_give_it_to_one(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_claims_sqlite() {
-    concurrent_claims_of_one_operation_give_it_to_one(Backend::Sqlite).await;
-}
+per_backend!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    concurrent_claims_of_one_operation_give_it_to_one =>
+        concurrent_claims_postgres,
+        concurrent_claims_sqlite
+);
 
 /// Rows loaded in SQL: `clean` clean entries and `dirty` dirty ones in one cluster.
 const CLEAN: i64 = 50_000;
 const DIRTY: i64 = 20;
 
-/// The statement the dirty listing of job results runs (`sql/*/job_results_list_dirty.sql`).
+/// Loads [`CLEAN`] clean and [`DIRTY`] dirty job results into the cluster `big`, with the
+/// statement `insert(state, count)` of the store's backend.
+async fn fill(ts: &TestStore, insert: impl Fn(&str, i64) -> String) {
+    for (state, n) in [("clean", CLEAN), ("dirty", DIRTY)] {
+        ts.db.execute(&insert(state, n)).await.unwrap();
+    }
+}
+
 fn listing(backend: migrate::Backend) -> String {
+    // The statement the dirty listing of job results runs (`sql/*/job_results_list_dirty.sql`).
     let sql = jobstore::store::sql::JOB_RESULTS_LIST_DIRTY;
     match backend {
         migrate::Backend::Postgres => sql.postgres,
@@ -123,20 +118,17 @@ fn listing(backend: migrate::Backend) -> String {
 #[tokio::test]
 async fn dirty_listing_uses_the_partial_index_postgres() {
     let ts = TestStore::new(Backend::Postgres).await;
-    let mut conn = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-    for (state, n) in [("clean", CLEAN), ("dirty", DIRTY)] {
-        sqlx::query(
+    fill(&ts, |state, n| {
+        format!(
             "INSERT INTO job_results (cluster_id, job_id, state, result, created_at, cleaned_at) \
-             SELECT 'big', md5($1 || i::text), $1, jsonb_build_object('id', md5($1 || i::text)), \
-                    now(), CASE WHEN $1 = 'clean' THEN now() END \
-             FROM generate_series(1, $2::bigint) AS i",
+             SELECT 'big', md5('{state}' || i::text), '{state}', \
+                    jsonb_build_object('id', md5('{state}' || i::text)), \
+                    now(), CASE WHEN '{state}' = 'clean' THEN now() END \
+             FROM generate_series(1, {n}) AS i"
         )
-        .bind(state)
-        .bind(n)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    }
+    })
+    .await;
+    let mut conn = sqlx::PgConnection::connect(&ts.url).await.unwrap();
     sqlx::query("ANALYZE job_results")
         .execute(&mut conn)
         .await
@@ -174,23 +166,19 @@ async fn dirty_listing_uses_the_partial_index_postgres() {
 #[tokio::test]
 async fn dirty_listing_uses_the_partial_index_sqlite() {
     let ts = TestStore::new(Backend::Sqlite).await;
-    let mut conn = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
-    for (state, n) in [("clean", CLEAN), ("dirty", DIRTY)] {
-        sqlx::query(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2) \
+    fill(&ts, |state, n| {
+        format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n}) \
              INSERT INTO job_results (cluster_id, job_id, state, result, created_at, cleaned_at) \
-             SELECT 'big', printf('%s%031x', substr(?1, 1, 1), i), ?1, \
-                    json_object('id', printf('%s%031x', substr(?1, 1, 1), i)), \
+             SELECT 'big', printf('%s%031x', substr('{state}', 1, 1), i), '{state}', \
+                    json_object('id', printf('%s%031x', substr('{state}', 1, 1), i)), \
                     strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
-                    CASE WHEN ?1 = 'clean' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END \
-             FROM n",
+                    CASE WHEN '{state}' = 'clean' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END \
+             FROM n"
         )
-        .bind(state)
-        .bind(n)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    }
+    })
+    .await;
+    let mut conn = sqlx::SqliteConnection::connect(&ts.url).await.unwrap();
     sqlx::query("ANALYZE").execute(&mut conn).await.unwrap();
     let sql = listing(migrate::Backend::Sqlite);
     let rows: Vec<(i64, i64, i64, String)> =

@@ -181,11 +181,7 @@ impl Tokens {
     /// other text of the line: a line with its fields out of order would have the token
     /// where a scope or a pattern belongs.
     fn add(
-        &mut self,
-        scope: &str,
-        clusters: Option<(&str, char)>,
-        token: &str,
-        origin: &str,
+        &mut self, scope: &str, clusters: Option<(&str, char)>, token: &str, origin: &str,
     ) -> Result<(), String> {
         let scope = Scope::parse(scope.trim())
             .ok_or_else(|| format!("{origin}: scope must be `read`, `write` or `admin`"))?;
@@ -225,17 +221,12 @@ impl Tokens {
             }
             let origin = format!("{name} line {}", n + 1);
             let fields: Vec<&str> = line.split_whitespace().collect();
-            match fields[..] {
-                [scope, token] => tokens.add(scope, None, token, &origin)?,
-                [scope, clusters, token] => {
-                    tokens.add(scope, Some((clusters, ',')), token, &origin)?
-                }
-                _ => {
-                    return Err(format!(
-                        "{origin}: expected `SCOPE TOKEN` or `SCOPE CLUSTERS TOKEN`"
-                    ));
-                }
-            }
+            tokens.add_fields(
+                &fields,
+                ',',
+                &origin,
+                "`SCOPE TOKEN` or `SCOPE CLUSTERS TOKEN`",
+            )?;
         }
         Ok(tokens)
     }
@@ -253,19 +244,26 @@ impl Tokens {
         {
             let origin = format!("JOBSTORE_TOKENS item {}", n + 1);
             let fields: Vec<&str> = item.splitn(3, ':').collect();
-            match fields[..] {
-                [scope, token] => tokens.add(scope, None, token, &origin)?,
-                [scope, clusters, token] => {
-                    tokens.add(scope, Some((clusters, '|')), token, &origin)?
-                }
-                _ => {
-                    return Err(format!(
-                        "{origin}: expected `SCOPE:TOKEN` or `SCOPE:CLUSTERS:TOKEN`"
-                    ));
-                }
-            }
+            tokens.add_fields(
+                &fields,
+                '|',
+                &origin,
+                "`SCOPE:TOKEN` or `SCOPE:CLUSTERS:TOKEN`",
+            )?;
         }
         Ok(tokens)
+    }
+
+    /// Adds the token of one line or item: `[scope, token]` or `[scope, clusters, token]`
+    /// (cluster patterns separated by `sep`).
+    fn add_fields(
+        &mut self, fields: &[&str], sep: char, origin: &str, expected: &str,
+    ) -> Result<(), String> {
+        match fields[..] {
+            [scope, token] => self.add(scope, None, token, origin),
+            [scope, clusters, token] => self.add(scope, Some((clusters, sep)), token, origin),
+            _ => Err(format!("{origin}: expected {expected}")),
+        }
     }
 
     pub fn merge(mut self, other: Tokens) -> Tokens {

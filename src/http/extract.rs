@@ -8,6 +8,11 @@ use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 
+/// A 400 answer: `what`, then the extractor's own text.
+fn bad(what: &str, text: String) -> ApiError {
+    ApiError::BadRequest(format!("{what}: {text}"))
+}
+
 /// Path parameters as strings; each handler parses its ids with its own messages.
 pub struct PathParams<T>(pub T);
 
@@ -15,15 +20,13 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        axum::extract::Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|p| PathParams(p.0))
-            .map_err(|e| {
-                ApiError::BadRequest(format!(
-                    "Bad request, could not parse path parameters: {}",
-                    e.body_text()
-                ))
-            })
+        let path = axum::extract::Path::<T>::from_request_parts(parts, state).await;
+        path.map(|p| PathParams(p.0)).map_err(|e| {
+            bad(
+                "Bad request, could not parse path parameters",
+                e.body_text(),
+            )
+        })
     }
 }
 
@@ -34,10 +37,10 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for QueryPa
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
+        let query = axum::extract::Query::<T>::from_request_parts(parts, state).await;
+        query
             .map(|q| QueryParams(q.0))
-            .map_err(|e| ApiError::BadRequest(format!("malformed query string: {}", e.body_text())))
+            .map_err(|e| bad("malformed query string", e.body_text()))
     }
 }
 

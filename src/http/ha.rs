@@ -72,7 +72,7 @@ pub fn router() -> Router<AppState> {
             &format!("{base}/counters/{{jobid}}/get-and-increment"),
             post(increment_counter),
         )
-        .route(&format!("{base}/jobs/{{jobid}}"), delete(remove_job_data))
+        .route(&format!("{base}/jobs/{{jobid}}"), delete(remove_job))
 }
 
 type Params = PathParams<HashMap<String, String>>;
@@ -159,9 +159,7 @@ impl LeaseBody {
 }
 
 async fn acquire(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let b = LeaseBody::parse(v, false, true)?;
@@ -180,9 +178,7 @@ async fn acquire(
 }
 
 async fn renew(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let b = LeaseBody::parse(v, true, true)?;
@@ -199,9 +195,7 @@ async fn renew(
 }
 
 async fn release(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let b = LeaseBody::parse(v, true, false)?;
@@ -253,9 +247,7 @@ struct EpochOnly {
 }
 
 async fn publish_leader_info(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let component = component(&params)?;
@@ -271,8 +263,7 @@ async fn publish_leader_info(
 }
 
 async fn get_leader_info(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let component = component(&params)?;
@@ -320,10 +311,8 @@ async fn leader_info_listing(store: &dyn Store, c: &ClusterId) -> ApiResult<(Val
 /// the current tag, waits up to `wait-ms` for a change (woken by every write of this
 /// process, and on PostgreSQL of every writer), then answers the new listing or 304.
 async fn list_leader_info(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    QueryParams(q): QueryParams<WaitQuery>,
-    headers: HeaderMap,
+    State(state): State<AppState>, PathParams(params): Params,
+    QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
 ) -> ApiResult<Response> {
     let c = cluster(&params)?;
     let wait = match q.wait_ms.as_deref() {
@@ -377,9 +366,7 @@ async fn list_leader_info(
 }
 
 async fn delete_leader_info(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
     let c = cluster(&params)?;
     let component = component(&params)?;
@@ -472,8 +459,7 @@ struct JobQuery {
 
 /// A state-handle write's cluster, body, key and handle bytes.
 fn handle_write(
-    params: &HashMap<String, String>,
-    v: Value,
+    params: &HashMap<String, String>, v: Value,
 ) -> ApiResult<(ClusterId, HandleBody, StateHandleKey, Vec<u8>)> {
     let c = cluster(params)?;
     let b: HandleBody = body(v)?;
@@ -487,9 +473,7 @@ fn no_handle() -> ApiError {
 }
 
 async fn add_handle(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
     let (c, b, key, handle) = handle_write(&params, v)?;
     match state
@@ -506,9 +490,7 @@ async fn add_handle(
 }
 
 async fn replace_handle(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let (c, b, key, handle) = handle_write(&params, v)?;
     let expected = positive("expected-version", b.expected_version)?;
@@ -525,8 +507,7 @@ async fn replace_handle(
 
 /// A write that names a state handle and the epoch only: its cluster, epoch and key.
 fn handle_epoch(
-    params: &HashMap<String, String>,
-    v: Value,
+    params: &HashMap<String, String>, v: Value,
 ) -> ApiResult<(ClusterId, i64, StateHandleKey)> {
     let c = cluster(params)?;
     let b: EpochBody = body(v)?;
@@ -535,9 +516,7 @@ fn handle_epoch(
 }
 
 async fn mark_handle(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let (c, epoch, key) = handle_epoch(&params, v)?;
     match state
@@ -552,9 +531,7 @@ async fn mark_handle(
 }
 
 async fn remove_handle(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let (c, epoch, key) = handle_epoch(&params, v)?;
     let removed = state
@@ -566,8 +543,7 @@ async fn remove_handle(
 }
 
 async fn get_handle(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
     QueryParams(q): QueryParams<JobQuery>,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
@@ -579,8 +555,7 @@ async fn get_handle(
 }
 
 async fn list_handles(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
     QueryParams(q): QueryParams<JobQuery>,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
@@ -604,16 +579,13 @@ struct CounterBody {
 
 /// A write on a job's data: its cluster, job and body.
 fn job_write<T: DeserializeOwned>(
-    params: &HashMap<String, String>,
-    v: Value,
+    params: &HashMap<String, String>, v: Value,
 ) -> ApiResult<(ClusterId, JobId, T)> {
     Ok((cluster(params)?, job_param(params)?, body(v)?))
 }
 
 async fn increment_counter(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let (c, job, b): (_, _, CounterBody) = job_write(&params, v)?;
     let value = state
@@ -625,8 +597,7 @@ async fn increment_counter(
 }
 
 async fn get_counter(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let job = job_param(&params)?;
@@ -637,9 +608,7 @@ async fn get_counter(
 }
 
 async fn set_counter(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let (c, job, b): (_, _, CounterBody) = job_write(&params, v)?;
     let value = positive("value", b.value)?;
@@ -652,38 +621,43 @@ async fn set_counter(
 }
 
 async fn remove_counter(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    state: State<AppState>, params: Params, v: JsonValue,
 ) -> ApiResult<Response> {
-    let (c, job, b): (_, _, EpochOnly) = job_write(&params, v)?;
-    let removed = state.store.counter_remove(&c, b.epoch, job).await;
-    removed.map_err(ApiError::from)?;
-    Ok(no_content())
+    remove_job_data(state, params, v, JobData::Counter).await
 }
 
 /// Flink's `internalCleanupJobData`: the job's leader information, checkpoints, execution
 /// plan and counter, in one transaction.
+async fn remove_job(state: State<AppState>, params: Params, v: JsonValue) -> ApiResult<Response> {
+    remove_job_data(state, params, v, JobData::All).await
+}
+
+/// What of a job's HA data a removal takes.
+enum JobData {
+    Counter,
+    All,
+}
+
 async fn remove_job_data(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
+    what: JobData,
 ) -> ApiResult<Response> {
     let (c, job, b): (_, _, EpochOnly) = job_write(&params, v)?;
-    let removed = state.store.remove_job_ha_data(&c, b.epoch, job).await;
-    removed.map_err(ApiError::from)?;
+    match what {
+        JobData::Counter => state.store.counter_remove(&c, b.epoch, job).await?,
+        JobData::All => state.store.remove_job_ha_data(&c, b.epoch, job).await?,
+    }
     Ok(no_content())
 }
 
 /// Flink's `cleanupAllData`: every HA entry of the cluster, by its leader.
 async fn remove_cluster_data(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let c = cluster(&params)?;
-    let b: EpochOnly = body(v)?;
-    let removed = state.store.remove_cluster_ha_data(&c, Some(b.epoch)).await;
-    removed.map_err(ApiError::from)?;
+    let (c, b): (_, EpochOnly) = (cluster(&params)?, body(v)?);
+    state
+        .store
+        .remove_cluster_ha_data(&c, Some(b.epoch))
+        .await?;
     Ok(no_content())
 }

@@ -116,9 +116,7 @@ fn parse_checkpoint_body(bytes: &[u8]) -> ApiResult<(CheckpointType, Option<Trig
 }
 
 async fn trigger_checkpoint(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    RawBody(bytes): RawBody,
+    State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
     let cluster = cluster_of(&state, &params)?;
     let job: JobId = flink_id(&params, "jobid")?;
@@ -135,8 +133,7 @@ async fn trigger_checkpoint(
 }
 
 async fn checkpoint_status(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
     let job: JobId = flink_id(&params, "jobid")?;
@@ -159,9 +156,7 @@ async fn checkpoint_status(
 /// Flink answers 200 here (not 202) and takes no trigger id from its client; the path is
 /// required. The operation belongs to no job ([`JobId::NONE`]).
 async fn trigger_disposal(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    RawBody(bytes): RawBody,
+    State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
     let cluster = cluster_of(&state, &params)?;
     let missing =
@@ -196,8 +191,7 @@ async fn trigger_disposal(
 }
 
 async fn disposal_status(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
     let request: TriggerId = flink_id(&params, "triggerid")?;
@@ -235,10 +229,7 @@ fn scope_name(job: Option<JobId>) -> String {
 
 /// A duration field (`"6h"`, `"30s"`) of at least `min`; `null` when `nullable`.
 fn duration_field(
-    body: &Map<String, Value>,
-    field: &str,
-    min: Duration,
-    nullable: bool,
+    body: &Map<String, Value>, field: &str, min: Duration, nullable: bool,
 ) -> ApiResult<Option<Duration>> {
     let bad = || {
         ApiError::BadRequest(format!(
@@ -298,9 +289,7 @@ fn schedule_json(s: &Schedule) -> Value {
 }
 
 async fn put_schedule(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(body): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let (cluster, job) = scope(&params)?;
     let body = object(body)?;
@@ -356,8 +345,7 @@ async fn put_schedule(
 }
 
 async fn get_schedule(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let (cluster, job) = scope(&params)?;
     match state.store.get_schedule(&cluster, job).await? {
@@ -370,8 +358,7 @@ async fn get_schedule(
 }
 
 async fn delete_schedule(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<StatusCode> {
     let (cluster, job) = scope(&params)?;
     if state.store.delete_schedule(&cluster, job).await? {
@@ -394,9 +381,7 @@ fn retention_json(r: &Retention) -> Value {
 }
 
 async fn put_retention(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(body): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let (cluster, job) = scope(&params)?;
     let body = object(body)?;
@@ -432,8 +417,7 @@ async fn put_retention(
 }
 
 async fn get_retention(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let (cluster, job) = scope(&params)?;
     match state.store.get_retention(&cluster, job).await? {
@@ -446,8 +430,7 @@ async fn get_retention(
 }
 
 async fn delete_retention(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<StatusCode> {
     let (cluster, job) = scope(&params)?;
     if state.store.delete_retention(&cluster, job).await? {
@@ -463,8 +446,7 @@ async fn delete_retention(
 // ---- The latest savepoint ----
 
 async fn latest_of_job(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let (cluster, job) = scope(&params)?;
     let job = job.unwrap_or(JobId::NONE);
@@ -483,8 +465,7 @@ struct NameQuery {
 }
 
 async fn latest_by_name(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
     QueryParams(q): QueryParams<NameQuery>,
 ) -> ApiResult<Json<Value>> {
     let (cluster, _) = scope(&params)?;

@@ -16,9 +16,7 @@ use crate::metrics::Metrics;
 /// One span per request named by the matched route, its metrics, and a log line (debug for
 /// the health, readiness and metrics routes), around `inner`, the request's handling.
 pub async fn observe(
-    metrics: &Metrics,
-    route: Option<MatchedPath>,
-    method: Method,
+    metrics: &Metrics, route: Option<MatchedPath>, method: Method,
     inner: impl Future<Output = Response>,
 ) -> Response {
     // Every label comes from a fixed set, whatever the client sends (the method is the

@@ -122,9 +122,7 @@ struct Edge {
 /// timeout. One layer rather than three: each `from_fn` layer costs a boxed clone of the
 /// service beneath it and a boxed future per request (BENCHMARKS.md).
 async fn edge_layer(
-    State(edge): State<Arc<Edge>>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
+    State(edge): State<Arc<Edge>>, req: axum::extract::Request, next: axum::middleware::Next,
 ) -> axum::response::Response {
     let route = req.extensions().get::<MatchedPath>().cloned();
     let method = req.method().clone();
@@ -181,8 +179,7 @@ pub fn parse_cluster(raw: &str) -> ApiResult<ClusterId> {
 
 /// Parses a 32-hex id named `what` (a job, application or trigger id).
 pub fn parse_hex<I: std::str::FromStr<Err = crate::ids::IdError>>(
-    what: &str,
-    raw: &str,
+    what: &str, raw: &str,
 ) -> ApiResult<I> {
     raw.parse().map_err(|e| bad_id(what, raw, e))
 }

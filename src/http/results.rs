@@ -107,8 +107,7 @@ fn entry_path(cluster: &ClusterId, id: ResultId) -> String {
 }
 
 fn parse_key(
-    kind: ResultKind,
-    (cluster, id): (String, String),
+    kind: ResultKind, (cluster, id): (String, String),
 ) -> ApiResult<(ClusterId, ResultId)> {
     Ok((
         parse_cluster(&cluster)?,
@@ -122,9 +121,7 @@ fn parse_id(kind: ResultKind, what: &str, raw: &str) -> ApiResult<ResultId> {
 }
 
 async fn create(
-    kind: ResultKind,
-    State(state): State<AppState>,
-    PathParams(cluster): PathParams<String>,
+    kind: ResultKind, State(state): State<AppState>, PathParams(cluster): PathParams<String>,
     JsonValue(body): JsonValue,
 ) -> ApiResult<Response> {
     let cluster = parse_cluster(&cluster)?;
@@ -146,9 +143,7 @@ async fn create(
 }
 
 async fn fetch(
-    kind: ResultKind,
-    State(state): State<AppState>,
-    PathParams(key): PathParams<(String, String)>,
+    kind: ResultKind, State(state): State<AppState>, PathParams(key): PathParams<(String, String)>,
 ) -> ApiResult<Json<EntryBody>> {
     let (cluster, id) = parse_key(kind, key)?;
     match state.store.get_result(&cluster, id).await? {
@@ -158,9 +153,7 @@ async fn fetch(
 }
 
 async fn clean(
-    kind: ResultKind,
-    State(state): State<AppState>,
-    PathParams(key): PathParams<(String, String)>,
+    kind: ResultKind, State(state): State<AppState>, PathParams(key): PathParams<(String, String)>,
 ) -> ApiResult<Response> {
     let (cluster, id) = parse_key(kind, key)?;
     if state.config.delete_on_commit {
@@ -181,9 +174,7 @@ async fn clean(
 }
 
 async fn remove(
-    kind: ResultKind,
-    State(state): State<AppState>,
-    PathParams(key): PathParams<(String, String)>,
+    kind: ResultKind, State(state): State<AppState>, PathParams(key): PathParams<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let (cluster, id) = parse_key(kind, key)?;
     match state.store.delete_result(&cluster, id).await? {
@@ -200,9 +191,7 @@ struct ListQuery {
 }
 
 async fn list(
-    kind: ResultKind,
-    State(state): State<AppState>,
-    PathParams(cluster): PathParams<String>,
+    kind: ResultKind, State(state): State<AppState>, PathParams(cluster): PathParams<String>,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Json<ListBody>> {
     let cluster = parse_cluster(&cluster)?;

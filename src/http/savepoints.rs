@@ -55,8 +55,7 @@ fn bad_param(name: &str, raw: &str) -> ApiError {
 }
 
 pub(super) fn flink_id<I: std::str::FromStr>(
-    params: &HashMap<String, String>,
-    name: &str,
+    params: &HashMap<String, String>, name: &str,
 ) -> ApiResult<I> {
     let raw = params.get(name).map(String::as_str).unwrap_or_default();
     raw.parse().map_err(|_| bad_param(name, raw))
@@ -64,8 +63,7 @@ pub(super) fn flink_id<I: std::str::FromStr>(
 
 /// The cluster a request acts on: the prefix's, or the default cluster.
 pub(super) fn cluster_of(
-    state: &AppState,
-    params: &HashMap<String, String>,
+    state: &AppState, params: &HashMap<String, String>,
 ) -> ApiResult<ClusterId> {
     match params.get("cluster") {
         Some(raw) => parse_cluster(raw),
@@ -144,10 +142,7 @@ async fn stop(state: State<AppState>, params: Params, body: RawBody) -> ApiResul
 }
 
 async fn start_operation(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    RawBody(bytes): RawBody,
-    stop: bool,
+    State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody, stop: bool,
 ) -> ApiResult<Response> {
     let cluster = cluster_of(&state, &params)?;
     let job: JobId = flink_id(&params, "jobid")?;
@@ -232,8 +227,7 @@ pub fn status_json(op: &Operation) -> Value {
 }
 
 async fn status(
-    State(state): State<AppState>,
-    PathParams(params): Params,
+    State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
     let job = flink_id(&params, "jobid")?;
@@ -285,9 +279,7 @@ pub fn operation_json(op: &Operation) -> Value {
 }
 
 async fn complete(
-    State(state): State<AppState>,
-    PathParams(params): Params,
-    JsonValue(body): JsonValue,
+    State(state): State<AppState>, PathParams(params): Params, JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
     let job: JobId = parse_hex(
@@ -373,8 +365,7 @@ struct ListQuery {
 }
 
 async fn list(
-    State(state): State<AppState>,
-    PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;
@@ -458,8 +449,7 @@ fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
 }
 
 async fn get_cluster(
-    State(state): State<AppState>,
-    PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
 ) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;
     match state.store.get_cluster(&cluster).await? {
@@ -475,8 +465,7 @@ async fn get_cluster(
 }
 
 async fn put_cluster(
-    State(state): State<AppState>,
-    PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
     JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let cluster = parse_cluster(&cluster)?;

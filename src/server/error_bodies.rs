@@ -116,9 +116,7 @@ impl<S: AsyncWrite + Unpin, B> ErrorBodies<S, B> {
 
 impl<S: AsyncRead + Unpin, B> AsyncRead for ErrorBodies<S, B> {
     fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
+        mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
@@ -126,9 +124,7 @@ impl<S: AsyncRead + Unpin, B> AsyncRead for ErrorBodies<S, B> {
 
 impl<S: AsyncWrite + Unpin, B: Busy> AsyncWrite for ErrorBodies<S, B> {
     fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
+        mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         if this.drain(cx)?.is_pending() {

@@ -82,8 +82,7 @@ impl<T> Decoded for T where
 
 /// The statement with its arguments bound, for either driver.
 fn bound<DB: Database>(
-    sql: &'static str,
-    args: &[Arg<'_>],
+    sql: &'static str, args: &[Arg<'_>],
 ) -> sqlx::query::Query<'static, DB, DB::Arguments>
 where
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
@@ -119,9 +118,7 @@ pub(crate) enum On<'c> {
 
 impl On<'_> {
     pub async fn optional<T: Decoded>(
-        &mut self,
-        sql: Sql,
-        args: &[Arg<'_>],
+        &mut self, sql: Sql, args: &[Arg<'_>],
     ) -> Result<Option<T>, sqlx::Error> {
         match self {
             On::Postgres(c) => match bound(sql.postgres, args).fetch_optional(&mut **c).await? {
@@ -136,9 +133,7 @@ impl On<'_> {
     }
 
     pub async fn all<T: Decoded>(
-        &mut self,
-        sql: Sql,
-        args: &[Arg<'_>],
+        &mut self, sql: Sql, args: &[Arg<'_>],
     ) -> Result<Vec<T>, sqlx::Error> {
         match self {
             On::Postgres(c) => {
@@ -231,20 +226,14 @@ impl Db {
 
     /// One statement on a connection of `side`: at most one row.
     pub async fn optional<T: Decoded>(
-        &self,
-        side: Side,
-        sql: Sql,
-        args: &[Arg<'_>],
+        &self, side: Side, sql: Sql, args: &[Arg<'_>],
     ) -> Result<Option<T>, sqlx::Error> {
         self.conn(side).await?.on().optional(sql, args).await
     }
 
     /// One statement on a connection of `side`: every row.
     pub async fn all<T: Decoded>(
-        &self,
-        side: Side,
-        sql: Sql,
-        args: &[Arg<'_>],
+        &self, side: Side, sql: Sql, args: &[Arg<'_>],
     ) -> Result<Vec<T>, sqlx::Error> {
         self.conn(side).await?.on().all(sql, args).await
     }

@@ -86,8 +86,7 @@ macro_rules! refinery_driver {
             type Error = sqlx::Error;
 
             async fn execute<'a, T: Iterator<Item = &'a str> + Send + 'a>(
-                &'a mut self,
-                queries: T,
+                &'a mut self, queries: T,
             ) -> Result<usize, sqlx::Error> {
                 let mut tx = self.0.begin().await?;
                 let mut count = 0;
@@ -105,8 +104,7 @@ macro_rules! refinery_driver {
 
         impl AsyncQuery<Vec<Migration>> for MigrationConnection<'_, $conn> {
             async fn query<'a>(
-                &'a mut self,
-                query: &'a str,
+                &'a mut self, query: &'a str,
             ) -> Result<Vec<Migration>, sqlx::Error> {
                 let rows = sqlx::query(AssertSqlSafe(query.to_owned()))
                     .fetch_all(&mut *self.0)

@@ -54,34 +54,23 @@ pub trait Store: Send + Sync + 'static {
 
     /// Registers a dirty entry. A present id, dirty or clean, is [`StoreError::Conflict`].
     async fn create_result(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
-        result: &Value,
+        &self, cluster: &ClusterId, id: ResultId, result: &Value,
     ) -> StoreResult<ResultEntry>;
 
     /// Registers an entry directly in `state` (one statement; for imports of clean files,
     /// so that no reader ever sees them dirty). A present id is [`StoreError::Conflict`].
     async fn create_result_as(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
-        result: &Value,
-        state: ResultState,
+        &self, cluster: &ClusterId, id: ResultId, result: &Value, state: ResultState,
     ) -> StoreResult<ResultEntry>;
 
     async fn get_result(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
+        &self, cluster: &ClusterId, id: ResultId,
     ) -> StoreResult<Option<ResultEntry>>;
 
     /// Dirty becomes clean; clean stays as it is (same `cleaned_at`); absent is
     /// [`StoreError::NotFound`].
     async fn mark_result_clean(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
+        &self, cluster: &ClusterId, id: ResultId,
     ) -> StoreResult<ResultEntry>;
 
     /// Removes an entry in whatever state; false when there was none.
@@ -89,11 +78,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Entries of one kind and cluster ordered by id, at most `page.limit` of them.
     async fn list_results(
-        &self,
-        kind: ResultKind,
-        cluster: &ClusterId,
-        filter: StateFilter,
-        page: Page,
+        &self, kind: ResultKind, cluster: &ClusterId, filter: StateFilter, page: Page,
     ) -> StoreResult<Vec<ResultEntry>>;
 
     /// Removes clean entries cleaned longer ago than `retention`.
@@ -108,9 +93,7 @@ pub trait Store: Send + Sync + 'static {
     async fn get_operation(&self, key: &OperationKey) -> StoreResult<Option<Operation>>;
 
     async fn list_operations(
-        &self,
-        cluster: &ClusterId,
-        filter: &OperationFilter,
+        &self, cluster: &ClusterId, filter: &OperationFilter,
     ) -> StoreResult<Vec<Operation>>;
 
     /// Completes an open operation. With `fence`, only while its attempt number is still
@@ -118,10 +101,7 @@ pub trait Store: Send + Sync + 'static {
     /// operation; another outcome, or a lost fence, is [`StoreError::Conflict`]; an unknown
     /// operation [`StoreError::NotFound`].
     async fn complete_operation(
-        &self,
-        key: &OperationKey,
-        outcome: &Outcome,
-        fence: Option<i32>,
+        &self, key: &OperationKey, outcome: &Outcome, fence: Option<i32>,
     ) -> StoreResult<Operation>;
 
     /// Takes one open operation of a cluster with a Flink REST URL whose lease is free or
@@ -131,11 +111,7 @@ pub trait Store: Send + Sync + 'static {
     /// Extends the holder's lease and records its progress; false when the attempt is no
     /// longer the operation's (the lease was taken over, or it completed).
     async fn renew_operation(
-        &self,
-        key: &OperationKey,
-        attempt: i32,
-        lease: Duration,
-        progress: &Progress,
+        &self, key: &OperationKey, attempt: i32, lease: Duration, progress: &Progress,
     ) -> StoreResult<bool>;
 
     /// Completes every open operation older than `timeout` that nobody holds, with `cause`.
@@ -147,9 +123,7 @@ pub trait Store: Send + Sync + 'static {
     /// Sets a cluster's configuration; by flags only while no `PUT` has set it (then
     /// `None`).
     async fn put_cluster(
-        &self,
-        config: &ClusterConfig,
-        by: ConfiguredBy,
+        &self, config: &ClusterConfig, by: ConfiguredBy,
     ) -> StoreResult<Option<ClusterConfig>>;
 
     async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>>;
@@ -161,9 +135,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// A disposal by its trigger id (Flink's disposal routes name no job).
     async fn get_disposal(
-        &self,
-        cluster: &ClusterId,
-        request: TriggerId,
+        &self, cluster: &ClusterId, request: TriggerId,
     ) -> StoreResult<Option<Operation>>;
 
     /// Sets the cluster's schedule (`job_id` None) or a job's override; the next due time
@@ -171,9 +143,7 @@ pub trait Store: Send + Sync + 'static {
     async fn put_schedule(&self, schedule: &Schedule) -> StoreResult<Schedule>;
 
     async fn get_schedule(
-        &self,
-        cluster: &ClusterId,
-        job: Option<JobId>,
+        &self, cluster: &ClusterId, job: Option<JobId>,
     ) -> StoreResult<Option<Schedule>>;
 
     /// The cluster's schedule and its jobs' overrides.
@@ -197,9 +167,7 @@ pub trait Store: Send + Sync + 'static {
     async fn put_retention(&self, retention: &Retention) -> StoreResult<Retention>;
 
     async fn get_retention(
-        &self,
-        cluster: &ClusterId,
-        job: Option<JobId>,
+        &self, cluster: &ClusterId, job: Option<JobId>,
     ) -> StoreResult<Option<Retention>>;
 
     /// False when there was none.
@@ -208,23 +176,17 @@ pub trait Store: Send + Sync + 'static {
     /// Completed savepoints past their retention policy, never a job's newest, with no
     /// disposal open or done and the last failed one past its backoff; per cluster.
     async fn expired_savepoints(
-        &self,
-        backoff: Duration,
-        max: i32,
+        &self, backoff: Duration, max: i32,
     ) -> StoreResult<Vec<(ClusterId, Expired)>>;
 
     /// The newest completed savepoint of a job with a location, not disposed of.
     async fn latest_savepoint(
-        &self,
-        cluster: &ClusterId,
-        job: JobId,
+        &self, cluster: &ClusterId, job: JobId,
     ) -> StoreResult<Option<Operation>>;
 
     /// The same for any job of that name (Flink's job overview, the job results).
     async fn latest_savepoint_by_name(
-        &self,
-        cluster: &ClusterId,
-        name: &str,
+        &self, cluster: &ClusterId, name: &str,
     ) -> StoreResult<Option<Operation>>;
 
     /// Keeps the jobs Flink's job overview showed (their names).
@@ -237,54 +199,35 @@ pub trait Store: Send + Sync + 'static {
     /// gets a new epoch (1, then + 1 at each acquisition); the live holder asking again
     /// renews under its epoch; another holder of a live lease gets `None`.
     async fn acquire_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        duration: Duration,
+        &self, cluster: &ClusterId, holder: &str, duration: Duration,
     ) -> StoreResult<Option<Lease>>;
 
     /// Extends the lease; false unless `holder` holds `epoch` and it has not expired.
     async fn renew_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        epoch: i64,
-        duration: Duration,
+        &self, cluster: &ClusterId, holder: &str, epoch: i64, duration: Duration,
     ) -> StoreResult<bool>;
 
     /// Ends the lease now (its row and epoch stay); false when it was not held.
     async fn release_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        epoch: i64,
+        &self, cluster: &ClusterId, holder: &str, epoch: i64,
     ) -> StoreResult<bool>;
 
     /// Publishes (inserts or overwrites) a component's leader information, fenced.
     async fn publish_leader_info(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        component: &str,
-        address: &str,
-        session_id: &str,
+        &self, cluster: &ClusterId, epoch: i64, component: &str, address: &str, session_id: &str,
     ) -> StoreResult<LeaderInfo>;
 
-    /// Removes a component's leader information, fenced; false when there was none.
-    async fn delete_leader_info(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        component: &str,
-    ) -> StoreResult<bool>;
-
+    /// A component's leader information; `None` when its leader published none.
     async fn get_leader_info(
-        &self,
-        cluster: &ClusterId,
-        component: &str,
+        &self, cluster: &ClusterId, component: &str,
     ) -> StoreResult<Option<LeaderInfo>>;
 
     async fn list_leader_info(&self, cluster: &ClusterId) -> StoreResult<Vec<LeaderInfo>>;
+
+    /// Removes a component's leader information, fenced; false when there was none.
+    async fn delete_leader_info(
+        &self, cluster: &ClusterId, epoch: i64, component: &str,
+    ) -> StoreResult<bool>;
 
     /// A receiver whose value changes whenever some cluster's leader information may have
     /// changed: at once for this process's writes, and on PostgreSQL for every other
@@ -293,64 +236,44 @@ pub trait Store: Send + Sync + 'static {
 
     /// Adds a state handle at version 1, fenced; a present key is [`StoreError::Conflict`].
     async fn add_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
-        handle: &[u8],
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, handle: &[u8],
     ) -> StoreResult<i64>;
 
     /// Compare-and-set: replaces the handle when its version is `expected_version` (and it
     /// is not marked for deletion) and answers the new version; else
     /// [`StoreError::VersionMismatch`], [`StoreError::NotFound`] or [`StoreError::Fenced`].
     async fn replace_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
-        expected_version: i64,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, expected_version: i64,
         handle: &[u8],
     ) -> StoreResult<i64>;
 
     /// Marks a handle for deletion (the first phase of Flink's `releaseAndTryRemove`),
     /// fenced; answers its version, [`StoreError::NotFound`] when absent.
     async fn mark_state_handle_for_deletion(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
     ) -> StoreResult<i64>;
 
+    /// A state handle, also one marked for deletion (Flink's `exists` takes those for
+    /// absent; the HTTP answer says `marked-for-deletion`).
     async fn get_state_handle(
-        &self,
-        cluster: &ClusterId,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, key: &StateHandleKey,
     ) -> StoreResult<Option<StateHandle>>;
 
     /// The handles of one kind and job (`None`: of no job), ordered by name.
     async fn list_state_handles(
-        &self,
-        cluster: &ClusterId,
-        kind: HaKind,
-        job: Option<JobId>,
+        &self, cluster: &ClusterId, kind: HaKind, job: Option<JobId>,
     ) -> StoreResult<Vec<StateHandle>>;
 
     /// Removes a handle, fenced. Idempotent: `Ok` means it is gone; true when this call
     /// removed it.
     async fn remove_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
     ) -> StoreResult<bool>;
 
     /// Flink's `CheckpointIDCounter.getAndIncrement`: the next checkpoint id (1 for a new
     /// counter), atomically, fenced.
     async fn counter_get_and_increment(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId,
     ) -> StoreResult<i64>;
 
     /// The next id the counter hands out; `None` when the job has no counter (Flink starts
@@ -359,11 +282,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Flink's `setCount`, fenced (a value below 1 is refused by the schema).
     async fn counter_set(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
-        value: i64,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId, value: i64,
     ) -> StoreResult<()>;
 
     /// Removes a job's counter (Flink's `shutdown` in a globally terminal state), fenced;
@@ -374,19 +293,14 @@ pub trait Store: Send + Sync + 'static {
     /// component named by the job id), its checkpoints and any handle kept under the job,
     /// its execution plan (named by the job id) and its counter.
     async fn remove_job_ha_data(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId,
     ) -> StoreResult<()>;
 
     /// Every HA entry of a cluster (Flink's `cleanupAllData`), fenced by `epoch` when given
     /// (a leader), unconditionally without (an operator); the lease row stays, expired, so
     /// that epochs never repeat.
     async fn remove_cluster_ha_data(
-        &self,
-        cluster: &ClusterId,
-        epoch: Option<i64>,
+        &self, cluster: &ClusterId, epoch: Option<i64>,
     ) -> StoreResult<()>;
 }
 

@@ -429,11 +429,7 @@ pub struct LeaderInfo {
 
 text_enum!(
     /// The three state-handle stores of Flink's HA services.
-    HaKind {
-        ExecutionPlan = "execution-plan",
-        Application = "application",
-        Checkpoint = "checkpoint",
-    }
+    HaKind { ExecutionPlan = "execution-plan", Application = "application", Checkpoint = "checkpoint", }
 );
 
 /// Which state handle: its kind, its job (checkpoints; `None` for entries of no job) and

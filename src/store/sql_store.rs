@@ -213,9 +213,7 @@ struct Counter {
 
 /// The parameters of a fenced statement: the cluster and the epoch first, then `tail`.
 fn fenced_args<'a, const N: usize>(
-    cluster: &'a ClusterId,
-    epoch: i64,
-    tail: [Arg<'a>; N],
+    cluster: &'a ClusterId, epoch: i64, tail: [Arg<'a>; N],
 ) -> Vec<Arg<'a>> {
     let mut args = vec![Arg::str(cluster.as_str()), Arg::Int(epoch)];
     args.extend(tail);
@@ -225,10 +223,7 @@ fn fenced_args<'a, const N: usize>(
 /// The parameters of a fenced statement on one state handle: cluster, epoch, kind, job,
 /// name, then `tail`.
 fn handle_args<'a, const N: usize>(
-    cluster: &'a ClusterId,
-    epoch: i64,
-    key: &'a StateHandleKey,
-    tail: [Arg<'a>; N],
+    cluster: &'a ClusterId, epoch: i64, key: &'a StateHandleKey, tail: [Arg<'a>; N],
 ) -> Vec<Arg<'a>> {
     let mut args = fenced_args(
         cluster,
@@ -241,6 +236,11 @@ fn handle_args<'a, const N: usize>(
     );
     args.extend(tail);
     args
+}
+
+/// The parameters of a result-store entry's key: cluster, id.
+fn result_args(cluster: &ClusterId, id: ResultId) -> [Arg<'_>; 2] {
+    [Arg::str(cluster.as_str()), Arg::text(id)]
 }
 
 /// The parameters of an operation's key: cluster, job, request.
@@ -318,21 +318,14 @@ impl Store for SqlStore {
     // ---- Result stores ----
 
     async fn create_result(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
-        result: &Value,
+        &self, cluster: &ClusterId, id: ResultId, result: &Value,
     ) -> StoreResult<ResultEntry> {
         self.create_result_as(cluster, id, result, ResultState::Dirty)
             .await
     }
 
     async fn create_result_as(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
-        result: &Value,
-        state: ResultState,
+        &self, cluster: &ClusterId, id: ResultId, result: &Value, state: ResultState,
     ) -> StoreResult<ResultEntry> {
         self.within(async {
             let insert = pick(
@@ -373,9 +366,7 @@ impl Store for SqlStore {
     }
 
     async fn get_result(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
+        &self, cluster: &ClusterId, id: ResultId,
     ) -> StoreResult<Option<ResultEntry>> {
         self.within(async {
             let get = pick(
@@ -383,20 +374,17 @@ impl Store for SqlStore {
                 sql::JOB_RESULTS_GET,
                 sql::APPLICATION_RESULTS_GET,
             );
-            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
-            entry(self.db.optional(Side::Read, get, &args).await?)
+            entry(self.read_one(get, &result_args(cluster, id)).await?)
         })
         .await
     }
 
     async fn mark_result_clean(
-        &self,
-        cluster: &ClusterId,
-        id: ResultId,
+        &self, cluster: &ClusterId, id: ResultId,
     ) -> StoreResult<ResultEntry> {
         self.within(async {
             let kind = id.kind();
-            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
+            let args = result_args(cluster, id);
             let clean = pick(
                 kind,
                 sql::JOB_RESULTS_MARK_CLEAN,
@@ -420,18 +408,13 @@ impl Store for SqlStore {
                 sql::JOB_RESULTS_DELETE,
                 sql::APPLICATION_RESULTS_DELETE,
             );
-            let args = [Arg::str(cluster.as_str()), Arg::text(id)];
-            Ok(self.db.execute(delete, &args).await? > 0)
+            Ok(self.db.execute(delete, &result_args(cluster, id)).await? > 0)
         })
         .await
     }
 
     async fn list_results(
-        &self,
-        kind: ResultKind,
-        cluster: &ClusterId,
-        filter: StateFilter,
-        page: Page,
+        &self, kind: ResultKind, cluster: &ClusterId, filter: StateFilter, page: Page,
     ) -> StoreResult<Vec<ResultEntry>> {
         self.within(async {
             let list = match filter {
@@ -528,9 +511,7 @@ impl Store for SqlStore {
     }
 
     async fn list_operations(
-        &self,
-        cluster: &ClusterId,
-        filter: &OperationFilter,
+        &self, cluster: &ClusterId, filter: &OperationFilter,
     ) -> StoreResult<Vec<Operation>> {
         self.within(async {
             let (after_job, after_request) = match filter.after {
@@ -552,10 +533,7 @@ impl Store for SqlStore {
     }
 
     async fn complete_operation(
-        &self,
-        key: &OperationKey,
-        outcome: &Outcome,
-        fence: Option<i32>,
+        &self, key: &OperationKey, outcome: &Outcome, fence: Option<i32>,
     ) -> StoreResult<Operation> {
         self.within(async {
             let (location, cause, checkpoint) = match outcome {
@@ -610,20 +588,13 @@ impl Store for SqlStore {
     async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>> {
         self.within(async {
             let args = [Arg::str(owner), Arg::millis(lease)];
-            Ok(self
-                .db
-                .optional(Side::Write, sql::OPERATIONS_CLAIM, &args)
-                .await?)
+            self.write_one(sql::OPERATIONS_CLAIM, &args).await
         })
         .await
     }
 
     async fn renew_operation(
-        &self,
-        key: &OperationKey,
-        attempt: i32,
-        lease: Duration,
-        progress: &Progress,
+        &self, key: &OperationKey, attempt: i32, lease: Duration, progress: &Progress,
     ) -> StoreResult<bool> {
         self.within(async {
             let mut args = key_args(key);
@@ -656,9 +627,7 @@ impl Store for SqlStore {
     }
 
     async fn put_cluster(
-        &self,
-        config: &ClusterConfig,
-        by: ConfiguredBy,
+        &self, config: &ClusterConfig, by: ConfiguredBy,
     ) -> StoreResult<Option<ClusterConfig>> {
         self.within(async {
             let put = match by {
@@ -681,9 +650,7 @@ impl Store for SqlStore {
     }
 
     async fn get_disposal(
-        &self,
-        cluster: &ClusterId,
-        request: TriggerId,
+        &self, cluster: &ClusterId, request: TriggerId,
     ) -> StoreResult<Option<Operation>> {
         let args = [Arg::str(cluster.as_str()), Arg::text(request)];
         self.within(self.read_one(sql::OPERATIONS_GET_DISPOSAL, &args))
@@ -704,9 +671,7 @@ impl Store for SqlStore {
     }
 
     async fn get_schedule(
-        &self,
-        cluster: &ClusterId,
-        job: Option<JobId>,
+        &self, cluster: &ClusterId, job: Option<JobId>,
     ) -> StoreResult<Option<Schedule>> {
         let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
         let row = self.read_one::<ScheduleRow>(sql::SCHEDULES_GET, &args);
@@ -764,9 +729,7 @@ impl Store for SqlStore {
     }
 
     async fn get_retention(
-        &self,
-        cluster: &ClusterId,
-        job: Option<JobId>,
+        &self, cluster: &ClusterId, job: Option<JobId>,
     ) -> StoreResult<Option<Retention>> {
         let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
         let row = self.read_one::<RetentionRow>(sql::RETENTION_GET, &args);
@@ -781,9 +744,7 @@ impl Store for SqlStore {
     }
 
     async fn expired_savepoints(
-        &self,
-        backoff: Duration,
-        max: i32,
+        &self, backoff: Duration, max: i32,
     ) -> StoreResult<Vec<(ClusterId, Expired)>> {
         #[derive(sqlx::FromRow)]
         struct Row {
@@ -804,9 +765,7 @@ impl Store for SqlStore {
     }
 
     async fn latest_savepoint(
-        &self,
-        cluster: &ClusterId,
-        job: JobId,
+        &self, cluster: &ClusterId, job: JobId,
     ) -> StoreResult<Option<Operation>> {
         let args = [Arg::str(cluster.as_str()), Arg::text(job)];
         self.within(self.read_one(sql::OPERATIONS_LATEST_SAVEPOINT, &args))
@@ -814,9 +773,7 @@ impl Store for SqlStore {
     }
 
     async fn latest_savepoint_by_name(
-        &self,
-        cluster: &ClusterId,
-        name: &str,
+        &self, cluster: &ClusterId, name: &str,
     ) -> StoreResult<Option<Operation>> {
         let args = [Arg::str(cluster.as_str()), Arg::str(name)];
         self.within(self.read_one(sql::OPERATIONS_LATEST_SAVEPOINT_BY_NAME, &args))
@@ -848,10 +805,7 @@ impl Store for SqlStore {
     // ---- Flink's HA services ----
 
     async fn acquire_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        duration: Duration,
+        &self, cluster: &ClusterId, holder: &str, duration: Duration,
     ) -> StoreResult<Option<Lease>> {
         self.within(async {
             let args = [
@@ -859,57 +813,33 @@ impl Store for SqlStore {
                 Arg::str(holder),
                 Arg::millis(duration),
             ];
-            Ok(self
-                .db
-                .optional(Side::Write, sql::HA_LEASE_ACQUIRE, &args)
-                .await?)
+            self.write_one(sql::HA_LEASE_ACQUIRE, &args).await
         })
         .await
     }
 
     async fn renew_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        epoch: i64,
-        duration: Duration,
+        &self, cluster: &ClusterId, holder: &str, epoch: i64, duration: Duration,
     ) -> StoreResult<bool> {
         self.within(async {
-            let args = [
-                Arg::str(cluster.as_str()),
-                Arg::Int(epoch),
-                Arg::str(holder),
-                Arg::millis(duration),
-            ];
+            let args = fenced_args(cluster, epoch, [Arg::str(holder), Arg::millis(duration)]);
             Ok(self.db.execute(sql::HA_LEASE_RENEW, &args).await? == 1)
         })
         .await
     }
 
     async fn release_lease(
-        &self,
-        cluster: &ClusterId,
-        holder: &str,
-        epoch: i64,
+        &self, cluster: &ClusterId, holder: &str, epoch: i64,
     ) -> StoreResult<bool> {
         self.within(async {
-            let args = [
-                Arg::str(cluster.as_str()),
-                Arg::Int(epoch),
-                Arg::str(holder),
-            ];
+            let args = fenced_args(cluster, epoch, [Arg::str(holder)]);
             Ok(self.db.execute(sql::HA_LEASE_RELEASE, &args).await? == 1)
         })
         .await
     }
 
     async fn publish_leader_info(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        component: &str,
-        address: &str,
-        session_id: &str,
+        &self, cluster: &ClusterId, epoch: i64, component: &str, address: &str, session_id: &str,
     ) -> StoreResult<LeaderInfo> {
         let tail = [Arg::str(component), Arg::str(address), Arg::str(session_id)];
         let args = fenced_args(cluster, epoch, tail);
@@ -921,10 +851,7 @@ impl Store for SqlStore {
     }
 
     async fn delete_leader_info(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        component: &str,
+        &self, cluster: &ClusterId, epoch: i64, component: &str,
     ) -> StoreResult<bool> {
         let args = fenced_args(cluster, epoch, [Arg::str(component)]);
         let deleted = self
@@ -944,9 +871,7 @@ impl Store for SqlStore {
     }
 
     async fn get_leader_info(
-        &self,
-        cluster: &ClusterId,
-        component: &str,
+        &self, cluster: &ClusterId, component: &str,
     ) -> StoreResult<Option<LeaderInfo>> {
         let args = [Arg::str(cluster.as_str()), Arg::str(component)];
         self.within(self.read_one(sql::HA_LEADER_INFO_GET, &args))
@@ -960,11 +885,7 @@ impl Store for SqlStore {
     }
 
     async fn add_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
-        handle: &[u8],
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, handle: &[u8],
     ) -> StoreResult<i64> {
         let args = handle_args(cluster, epoch, key, [Arg::Bytes(handle)]);
         let added = self.fenced::<Version>(sql::HA_STATE_HANDLE_ADD, &args);
@@ -972,11 +893,7 @@ impl Store for SqlStore {
     }
 
     async fn replace_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
-        expected_version: i64,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, expected_version: i64,
         handle: &[u8],
     ) -> StoreResult<i64> {
         let tail = [Arg::Int(expected_version), Arg::Bytes(handle)];
@@ -1004,10 +921,7 @@ impl Store for SqlStore {
     }
 
     async fn mark_state_handle_for_deletion(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
     ) -> StoreResult<i64> {
         let args = handle_args(cluster, epoch, key, []);
         self.within(async {
@@ -1025,19 +939,14 @@ impl Store for SqlStore {
     }
 
     async fn get_state_handle(
-        &self,
-        cluster: &ClusterId,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, key: &StateHandleKey,
     ) -> StoreResult<Option<StateHandle>> {
         self.within(self.state_handle(Side::Write, cluster, key))
             .await
     }
 
     async fn list_state_handles(
-        &self,
-        cluster: &ClusterId,
-        kind: HaKind,
-        job: Option<JobId>,
+        &self, cluster: &ClusterId, kind: HaKind, job: Option<JobId>,
     ) -> StoreResult<Vec<StateHandle>> {
         let args = [
             Arg::str(cluster.as_str()),
@@ -1049,10 +958,7 @@ impl Store for SqlStore {
     }
 
     async fn remove_state_handle(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        key: &StateHandleKey,
+        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
     ) -> StoreResult<bool> {
         let args = handle_args(cluster, epoch, key, []);
         self.within(self.fenced_change(sql::HA_STATE_HANDLE_REMOVE, &args))
@@ -1060,10 +966,7 @@ impl Store for SqlStore {
     }
 
     async fn counter_get_and_increment(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId,
     ) -> StoreResult<i64> {
         let args = fenced_args(cluster, epoch, [Arg::text(job)]);
         let next = self.fenced::<Counter>(sql::HA_COUNTER_GET_AND_INCREMENT, &args);
@@ -1080,11 +983,7 @@ impl Store for SqlStore {
     }
 
     async fn counter_set(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
-        value: i64,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId, value: i64,
     ) -> StoreResult<()> {
         let args = fenced_args(cluster, epoch, [Arg::text(job), Arg::Int(value)]);
         let set = self.fenced::<Counter>(sql::HA_COUNTER_SET, &args);
@@ -1098,10 +997,7 @@ impl Store for SqlStore {
     }
 
     async fn remove_job_ha_data(
-        &self,
-        cluster: &ClusterId,
-        epoch: i64,
-        job: JobId,
+        &self, cluster: &ClusterId, epoch: i64, job: JobId,
     ) -> StoreResult<()> {
         let statements = [
             sql::HA_JOB_LEADER_INFO_DELETE,
@@ -1115,9 +1011,7 @@ impl Store for SqlStore {
     }
 
     async fn remove_cluster_ha_data(
-        &self,
-        cluster: &ClusterId,
-        epoch: Option<i64>,
+        &self, cluster: &ClusterId, epoch: Option<i64>,
     ) -> StoreResult<()> {
         let statements = [
             sql::HA_CLUSTER_LEADER_INFO_DELETE,
@@ -1134,10 +1028,7 @@ impl Store for SqlStore {
 
 impl SqlStore {
     async fn state_handle(
-        &self,
-        side: Side,
-        cluster: &ClusterId,
-        key: &StateHandleKey,
+        &self, side: Side, cluster: &ClusterId, key: &StateHandleKey,
     ) -> StoreResult<Option<StateHandle>> {
         let args = [
             Arg::str(cluster.as_str()),
@@ -1178,15 +1069,17 @@ impl SqlStore {
         row.ok_or(StoreError::Database(sqlx::Error::RowNotFound))
     }
 
+    /// A write that answers at most one row.
+    async fn write_one<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<Option<T>> {
+        Ok(self.db.optional(Side::Write, sql, args).await?)
+    }
+
     async fn read_one<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<Option<T>> {
         Ok(self.db.optional(Side::Read, sql, args).await?)
     }
 
     async fn read_all<T: Decoded>(
-        &self,
-        side: Side,
-        sql: Sql,
-        args: &[Arg<'_>],
+        &self, side: Side, sql: Sql, args: &[Arg<'_>],
     ) -> StoreResult<Vec<T>> {
         Ok(self.db.all(side, sql, args).await?)
     }
@@ -1195,11 +1088,7 @@ impl SqlStore {
     /// transaction, after the fence check when an epoch is given (on PostgreSQL its share
     /// lock holds off a takeover until the commit).
     async fn cleanup(
-        &self,
-        cluster: &ClusterId,
-        epoch: Option<i64>,
-        job: Option<JobId>,
-        statements: &[Sql],
+        &self, cluster: &ClusterId, epoch: Option<i64>, job: Option<JobId>, statements: &[Sql],
     ) -> StoreResult<()> {
         let mut tx = self.db.begin().await?;
         if let Some(epoch) = epoch {

@@ -138,11 +138,7 @@ fn existing_json_files(dir: &Path) -> anyhow::Result<BTreeSet<String>> {
 }
 
 async fn export_kind(
-    store: &dyn Store,
-    cluster: &ClusterId,
-    kind: ResultKind,
-    dir: &Path,
-    bar: &ProgressBar,
+    store: &dyn Store, cluster: &ClusterId, kind: ResultKind, dir: &Path, bar: &ProgressBar,
 ) -> anyhow::Result<ExportCounts> {
     check_export_folder(dir)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -85,11 +85,7 @@ fn describe(ty: std::fs::FileType) -> &'static str {
 }
 
 fn scan_dir(
-    dir: &Path,
-    prefix: &str,
-    top: bool,
-    files: &mut Vec<Candidate>,
-    ignored: &mut usize,
+    dir: &Path, prefix: &str, top: bool, files: &mut Vec<Candidate>, ignored: &mut usize,
 ) -> std::io::Result<()> {
     for item in std::fs::read_dir(dir)? {
         let item = item?;
@@ -259,10 +255,7 @@ struct ImportCounts {
 /// Brings one parsed file into the store. `Err` is a database failure, which stops the
 /// import; notes for the operator go to `notes`.
 async fn import_one(
-    store: &dyn Store,
-    cluster: &ClusterId,
-    file: &Parsed,
-    notes: &mut Vec<Note>,
+    store: &dyn Store, cluster: &ClusterId, file: &Parsed, notes: &mut Vec<Note>,
 ) -> Result<Imported, StoreError> {
     let id = file.id;
     let mut existing = store.get_result(cluster, id).await?;
@@ -311,11 +304,7 @@ fn counted(n: usize, noun: &str) -> String {
 }
 
 fn import_summary(
-    dir: &Path,
-    cluster: &ClusterId,
-    files: usize,
-    ignored: usize,
-    c: &ImportCounts,
+    dir: &Path, cluster: &ClusterId, files: usize, ignored: usize, c: &ImportCounts,
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(

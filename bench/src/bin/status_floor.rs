@@ -8,7 +8,7 @@
 //! ```text
 //! cargo build --release --workspace
 //! ./target/release/jobstore-bench --backends postgres --workloads status --concurrency 8 \
-//!     --scale-clean 0 --ready-runs 0 --serve-bin target/release/status_floor
+//!     --scale-clean 0 --ready-runs 0 --compare none --serve-bin target/release/status_floor
 //! ```
 //!
 //! The status ratio it reaches bounds what any work on serve's own code can reach on the
@@ -25,9 +25,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
-use jobstore::http::{AppState, HttpConfig, router, savepoints::status_json};
-use jobstore::ids::{ClusterId, HexId};
-use jobstore::store::{self, OperationKey, Store, StoreConfig};
+use jobstore_bench::direct::{Cluster, Id, Store};
 use tower::ServiceExt;
 
 #[tokio::main]
@@ -46,15 +44,9 @@ async fn main() -> anyhow::Result<()> {
         humantime::parse_duration(&s)
     })?;
     let nodb = std::env::var("STATUS_FLOOR").is_ok_and(|v| v == "nodb");
-    let store = store::open(&StoreConfig {
-        url,
-        max_connections,
-        acquire_timeout: timeout,
-        migrate: true,
-    })
-    .await?;
-    let cluster: ClusterId = "default".parse().expect("a valid cluster id");
-    let app = router(AppState::new(store.clone(), HttpConfig::default()));
+    let store = Store::open(&url, max_connections, timeout, true).await?;
+    let cluster: Cluster = "default".parse()?;
+    let app = store.router();
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     loop {
         let (stream, _) = listener.accept().await?;
@@ -64,8 +56,8 @@ async fn main() -> anyhow::Result<()> {
             let (store, cluster, app) = (store.clone(), cluster.clone(), app.clone());
             async move {
                 match status_ids(&req) {
-                    Some((job, request)) => Ok::<_, Infallible>(
-                        status(store.as_ref(), cluster, job, request, nodb)
+                    Some((job, trigger)) => Ok::<_, Infallible>(
+                        status(&store, &cluster, job, trigger, nodb)
                             .await
                             .map(Body::new),
                     ),
@@ -85,7 +77,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// The job and trigger ids of `GET /jobs/:jobid/savepoints/:triggerid`.
-fn status_ids(req: &Request<Incoming>) -> Option<(HexId, HexId)> {
+fn status_ids(req: &Request<Incoming>) -> Option<(Id, Id)> {
     if req.method() != hyper::Method::GET {
         return None;
     }
@@ -96,24 +88,12 @@ fn status_ids(req: &Request<Incoming>) -> Option<(HexId, HexId)> {
 }
 
 async fn status(
-    store: &dyn Store,
-    cluster: ClusterId,
-    job: HexId,
-    request: HexId,
-    nodb: bool,
+    store: &Store, cluster: &Cluster, job: Id, trigger: Id, nodb: bool,
 ) -> Response<Full<Bytes>> {
     let body = if nodb {
         Some(br#"{"status":{"id":"COMPLETED"},"operation":{"location":"file:/x"}}"#.to_vec())
     } else {
-        let key = OperationKey {
-            cluster,
-            job,
-            request,
-        };
-        match store.get_operation(&key).await {
-            Ok(Some(op)) => Some(serde_json::to_vec(&status_json(&op)).expect("JSON")),
-            _ => None,
-        }
+        store.status_body(cluster, job, trigger).await
     };
     match body {
         Some(b) => Response::builder()

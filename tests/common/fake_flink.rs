@@ -36,6 +36,8 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::random_hex;
+
 /// One request the fake received.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Seen {
@@ -126,10 +128,6 @@ pub struct FakeFlink {
 
 fn lock(shared: &Shared) -> MutexGuard<'_, FakeState> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn random_hex() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
 }
 
 fn is_hex32(s: &str) -> bool {
@@ -333,6 +331,16 @@ impl FakeFlink {
             .and_then(|op| op.result.clone())
     }
 
+    /// Waits until the status of `trigger` was polled at least `polls` times.
+    pub async fn wait_for_polls(&self, trigger: &str, polls: usize, within: Duration) {
+        super::eventually(
+            format!("Flink polled {trigger} {polls} times"),
+            within,
+            || async { (self.status_polls(trigger) >= polls).then_some(()) },
+        )
+        .await;
+    }
+
     /// Waits until a trigger request for this job arrived; returns it.
     pub async fn wait_for_trigger(&self, job: &str, within: Duration) -> Seen {
         let prefix = format!("/jobs/{job}/");
@@ -384,11 +392,14 @@ fn bind(addr: SocketAddr) -> tokio::net::TcpListener {
 fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Running {
     let (stop, stopped) = oneshot::channel::<()>();
     let app = Router::new()
-        .route("/jobs/{jobid}/savepoints", post(trigger_savepoint))
-        .route("/jobs/{jobid}/stop", post(trigger_stop))
+        .route("/jobs/{jobid}/savepoints", post(trigger_route))
+        .route("/jobs/{jobid}/stop", post(trigger_route))
         .route("/jobs/{jobid}/savepoints/{triggerid}", get(status))
         .route("/jobs/{jobid}/checkpoints", post(trigger_checkpoint))
-        .route("/jobs/{jobid}/checkpoints/{triggerid}", get(checkpoint_status))
+        .route(
+            "/jobs/{jobid}/checkpoints/{triggerid}",
+            get(checkpoint_status),
+        )
         .route("/savepoint-disposal", post(trigger_disposal))
         .route("/savepoint-disposal/{triggerid}", get(disposal_status))
         .route("/jobs/overview", get(jobs_overview))
@@ -407,9 +418,7 @@ fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Running {
 
 /// Records every request, then answers 500 when switched to.
 async fn record(
-    State(shared): State<Shared>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
+    State(shared): State<Shared>, req: axum::extract::Request, next: axum::middleware::Next,
 ) -> Response {
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
@@ -455,20 +464,12 @@ async fn record(
         .await
 }
 
-async fn trigger_savepoint(
-    State(shared): State<Shared>,
-    Path(job): Path<String>,
-    body: Bytes,
+/// `POST /jobs/:jobid/savepoints` and `POST /jobs/:jobid/stop`.
+async fn trigger_route(
+    State(shared): State<Shared>, Path(job): Path<String>, uri: Uri, body: Bytes,
 ) -> Response {
-    trigger(shared, job, body, false).await
-}
-
-async fn trigger_stop(
-    State(shared): State<Shared>,
-    Path(job): Path<String>,
-    body: Bytes,
-) -> Response {
-    trigger(shared, job, body, true).await
+    let stop = uri.path().ends_with("/stop");
+    trigger(shared, job, body, stop).await
 }
 
 async fn trigger(shared: Shared, job: String, body: Bytes, stop: bool) -> Response {
@@ -550,8 +551,7 @@ async fn trigger(shared: Shared, job: String, body: Bytes, stop: bool) -> Respon
 }
 
 async fn status(
-    State(shared): State<Shared>,
-    Path((job, trigger)): Path<(String, String)>,
+    State(shared): State<Shared>, Path((job, trigger)): Path<(String, String)>,
 ) -> Response {
     for (name, value) in [("jobid", &job), ("triggerid", &trigger)] {
         if !is_hex32(value) {
@@ -608,9 +608,7 @@ async fn jobs_overview(State(shared): State<Shared>) -> Response {
 }
 
 async fn trigger_checkpoint(
-    State(shared): State<Shared>,
-    Path(job): Path<String>,
-    body: Bytes,
+    State(shared): State<Shared>, Path(job): Path<String>, body: Bytes,
 ) -> Response {
     let malformed = || {
         flink_error(
@@ -650,14 +648,17 @@ async fn trigger_checkpoint(
 }
 
 async fn checkpoint_status(
-    State(shared): State<Shared>,
-    Path((job, trigger)): Path<(String, String)>,
+    State(shared): State<Shared>, Path((job, trigger)): Path<(String, String)>,
 ) -> Response {
     let (job, trigger) = (job.to_lowercase(), trigger.to_lowercase());
     let mut s = lock(&shared);
     let (limit, ending) = (s.in_progress_polls, s.ending.clone());
     let mut next_id = s.checkpoint_id + 1;
-    let Some(op) = s.ops.get_mut(&(job.clone(), trigger.clone())).filter(|o| o.checkpoint) else {
+    let Some(op) = s
+        .ops
+        .get_mut(&(job.clone(), trigger.clone()))
+        .filter(|o| o.checkpoint)
+    else {
         return flink_error(
             StatusCode::NOT_FOUND,
             &format!("There is no checkpoint operation with triggerId={trigger} for job {job}."),
@@ -708,10 +709,7 @@ async fn trigger_disposal(State(shared): State<Shared>, body: Bytes) -> Response
     (StatusCode::OK, axum::Json(json!({ "request-id": trigger }))).into_response()
 }
 
-async fn disposal_status(
-    State(shared): State<Shared>,
-    Path(trigger): Path<String>,
-) -> Response {
+async fn disposal_status(State(shared): State<Shared>, Path(trigger): Path<String>) -> Response {
     let mut s = lock(&shared);
     let limit = s.in_progress_polls;
     let failing = s.failing_disposals;
