@@ -104,3 +104,22 @@ CREATE TABLE flink_jobs (
     PRIMARY KEY (cluster_id, job_id)
 );
 CREATE INDEX flink_jobs_name ON flink_jobs (cluster_id, name);
+
+-- The completed savepoints of each job, not disposed of, newest first (n = 1: the latest,
+-- which no retention policy disposes of).
+CREATE VIEW savepoint_ages AS
+    SELECT o.cluster_id, o.job_id, o.request_id, o.location, o.completed_at, row_number() OVER (PARTITION BY o.cluster_id, o.job_id ORDER BY o.completed_at DESC, o.request_id DESC) AS n
+      FROM savepoint_operations o WHERE o.status = 'COMPLETED' AND o.location IS NOT NULL AND o.disposed_at IS NULL
+       AND o.kind IN ('SAVEPOINT', 'CANCEL_WITH_SAVEPOINT', 'STOP_WITH_SAVEPOINT', 'TERMINATE_WITH_SAVEPOINT');
+
+-- The disposals of each savepoint location: how many were made, how many are open or
+-- succeeded (live), and when the last one completed.
+CREATE VIEW savepoint_disposals AS
+    SELECT cluster_id, savepoint_path, count(*) AS tries, sum(CASE WHEN status = 'IN_PROGRESS' OR failure_cause IS NULL THEN 1 ELSE 0 END) AS live, max(completed_at) AS last_completed
+      FROM savepoint_operations WHERE kind = 'DISPOSAL' GROUP BY cluster_id, savepoint_path;
+
+-- The names jobs had: Flink's job overview (flink_jobs), the operations, the job results.
+CREATE VIEW job_names AS
+    SELECT cluster_id, job_id, name FROM flink_jobs
+    UNION SELECT cluster_id, job_id, job_name FROM savepoint_operations WHERE job_name IS NOT NULL
+    UNION SELECT cluster_id, job_id, result ->> 'name' FROM job_results WHERE result ->> 'name' IS NOT NULL;

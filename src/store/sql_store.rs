@@ -238,6 +238,12 @@ fn handle_args<'a, const N: usize>(
     args
 }
 
+/// The parameters of a schedule's or retention policy's key: cluster, job ('' for the
+/// cluster's own).
+fn scope_args(cluster: &ClusterId, job: Option<JobId>) -> Vec<Arg<'_>> {
+    vec![Arg::str(cluster.as_str()), Arg::text(job_column(job))]
+}
+
 /// The parameters of a result-store entry's key: cluster, id.
 fn result_args(cluster: &ClusterId, id: ResultId) -> [Arg<'_>; 2] {
     [Arg::str(cluster.as_str()), Arg::text(id)]
@@ -652,20 +658,18 @@ impl Store for SqlStore {
     async fn get_disposal(
         &self, cluster: &ClusterId, request: TriggerId,
     ) -> StoreResult<Option<Operation>> {
-        let args = [Arg::str(cluster.as_str()), Arg::text(request)];
-        self.within(self.read_one(sql::OPERATIONS_GET_DISPOSAL, &args))
+        self.read_keyed(sql::OPERATIONS_GET_DISPOSAL, cluster, request)
             .await
     }
 
     async fn put_schedule(&self, s: &Schedule) -> StoreResult<Schedule> {
-        let args = [
-            Arg::str(s.cluster_id.as_str()),
-            Arg::text(job_column(s.job_id)),
-            Arg::OptInt(s.interval.map(millis)),
-            Arg::str(s.kind.as_str()),
+        let mut args = scope_args(&s.cluster_id, s.job_id);
+        let interval = s.interval.map(millis);
+        args.extend([Arg::OptInt(interval), Arg::str(s.kind.as_str())]);
+        args.extend([
             Arg::opt_str(s.target_directory.as_deref()),
             Arg::str(&s.format_type),
-        ];
+        ]);
         let put = self.upsert::<ScheduleRow>(sql::SCHEDULES_PUT, &args);
         self.within(async { Ok(put.await?.into()) }).await
     }
@@ -673,9 +677,7 @@ impl Store for SqlStore {
     async fn get_schedule(
         &self, cluster: &ClusterId, job: Option<JobId>,
     ) -> StoreResult<Option<Schedule>> {
-        let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
-        let row = self.read_one::<ScheduleRow>(sql::SCHEDULES_GET, &args);
-        self.within(async { Ok(row.await?.map(Schedule::from)) })
+        self.get_scoped::<ScheduleRow, _>(sql::SCHEDULES_GET, cluster, job)
             .await
     }
 
@@ -687,9 +689,8 @@ impl Store for SqlStore {
     }
 
     async fn delete_schedule(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool> {
-        let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
-        let deleted = self.db.execute(sql::SCHEDULES_DELETE, &args);
-        self.within(async { Ok(deleted.await? > 0) }).await
+        self.delete_scoped(sql::SCHEDULES_DELETE, cluster, job)
+            .await
     }
 
     async fn due_schedules(&self) -> StoreResult<Vec<Schedule>> {
@@ -717,30 +718,26 @@ impl Store for SqlStore {
             .await
     }
 
-    async fn put_retention(&self, r: &Retention) -> StoreResult<Retention> {
-        let args = [
-            Arg::str(r.cluster_id.as_str()),
-            Arg::text(job_column(r.job_id)),
-            Arg::OptInt(r.max_count.map(i64::from)),
-            Arg::OptInt(r.max_age.map(millis)),
-        ];
-        let put = self.upsert::<RetentionRow>(sql::RETENTION_PUT, &args);
-        self.within(async { Ok(put.await?.into()) }).await
-    }
-
     async fn get_retention(
         &self, cluster: &ClusterId, job: Option<JobId>,
     ) -> StoreResult<Option<Retention>> {
-        let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
-        let row = self.read_one::<RetentionRow>(sql::RETENTION_GET, &args);
-        self.within(async { Ok(row.await?.map(Retention::from)) })
+        self.get_scoped::<RetentionRow, _>(sql::RETENTION_GET, cluster, job)
             .await
     }
 
     async fn delete_retention(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool> {
-        let args = [Arg::str(cluster.as_str()), Arg::text(job_column(job))];
-        let deleted = self.db.execute(sql::RETENTION_DELETE, &args);
-        self.within(async { Ok(deleted.await? > 0) }).await
+        self.delete_scoped(sql::RETENTION_DELETE, cluster, job)
+            .await
+    }
+
+    async fn put_retention(&self, r: &Retention) -> StoreResult<Retention> {
+        let mut args = scope_args(&r.cluster_id, r.job_id);
+        args.extend([
+            Arg::OptInt(r.max_count.map(i64::from)),
+            Arg::OptInt(r.max_age.map(millis)),
+        ]);
+        let put = self.upsert::<RetentionRow>(sql::RETENTION_PUT, &args);
+        self.within(async { Ok(put.await?.into()) }).await
     }
 
     async fn expired_savepoints(
@@ -767,16 +764,14 @@ impl Store for SqlStore {
     async fn latest_savepoint(
         &self, cluster: &ClusterId, job: JobId,
     ) -> StoreResult<Option<Operation>> {
-        let args = [Arg::str(cluster.as_str()), Arg::text(job)];
-        self.within(self.read_one(sql::OPERATIONS_LATEST_SAVEPOINT, &args))
+        self.read_keyed(sql::OPERATIONS_LATEST_SAVEPOINT, cluster, job)
             .await
     }
 
     async fn latest_savepoint_by_name(
         &self, cluster: &ClusterId, name: &str,
     ) -> StoreResult<Option<Operation>> {
-        let args = [Arg::str(cluster.as_str()), Arg::str(name)];
-        self.within(self.read_one(sql::OPERATIONS_LATEST_SAVEPOINT_BY_NAME, &args))
+        self.read_keyed(sql::OPERATIONS_LATEST_SAVEPOINT_BY_NAME, cluster, name)
             .await
     }
 
@@ -1061,6 +1056,32 @@ impl SqlStore {
             .optional(Side::Write, sql::HA_FENCE_CHECK, &args[..2])
             .await?;
         live.map(|_| false).ok_or(StoreError::Fenced)
+    }
+
+    /// A row named by its cluster and one more key (`$1`, `$2`).
+    async fn read_keyed<T: Decoded>(
+        &self, sql: Sql, cluster: &ClusterId, key: impl ToString,
+    ) -> StoreResult<Option<T>> {
+        let args = [Arg::str(cluster.as_str()), Arg::text(key)];
+        self.within(self.read_one(sql, &args)).await
+    }
+
+    /// A cluster's (`job` None) or a job's schedule or retention policy.
+    async fn get_scoped<R: Decoded, T: From<R>>(
+        &self, sql: Sql, cluster: &ClusterId, job: Option<JobId>,
+    ) -> StoreResult<Option<T>> {
+        let args = scope_args(cluster, job);
+        let row = self.read_one::<R>(sql, &args);
+        self.within(async { Ok(row.await?.map(T::from)) }).await
+    }
+
+    /// Removes a cluster's (`job` None) or a job's schedule or retention policy.
+    async fn delete_scoped(
+        &self, sql: Sql, cluster: &ClusterId, job: Option<JobId>,
+    ) -> StoreResult<bool> {
+        let args = scope_args(cluster, job);
+        let deleted = self.db.execute(sql, &args);
+        self.within(async { Ok(deleted.await? > 0) }).await
     }
 
     /// An insert-or-update that answers its row.

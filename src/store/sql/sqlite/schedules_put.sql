@@ -9,5 +9,4 @@ ON CONFLICT (cluster_id, job_id) DO UPDATE
    SET interval_ms = excluded.interval_ms, kind = excluded.kind,
        target_directory = excluded.target_directory, format_type = excluded.format_type,
        next_due_at = excluded.next_due_at, updated_at = excluded.updated_at
-RETURNING cluster_id, NULLIF(job_id, '') AS job_id, interval_ms, kind, target_directory, format_type,
-       next_due_at, last_triggered_at
+RETURNING cluster_id, NULLIF(job_id, '') AS job_id, interval_ms, kind, target_directory, format_type, next_due_at, last_triggered_at
