@@ -260,24 +260,27 @@ impl FlinkClient {
     pub async fn trigger(
         &self, base: &FlinkRestUrl, op: &Operation,
     ) -> Result<FlinkAnswer, Unreachable> {
+        // Flink's savepoint and stop bodies differ in two field names.
+        let savepoint = |route: &str, dir: &str, flag: &str, on: OperationKind| {
+            let mut body = serde_json::Map::new();
+            body.insert(dir.to_owned(), json!(op.target_directory));
+            body.insert(flag.to_owned(), json!(op.kind == on));
+            body.insert("triggerId".to_owned(), json!(op.request_id));
+            body.insert("formatType".to_owned(), json!(op.format_type));
+            (format!("/jobs/{}/{route}", op.job_id), Value::Object(body))
+        };
         let (path, body) = match op.kind {
-            OperationKind::Savepoint | OperationKind::CancelWithSavepoint => (
-                format!("/jobs/{}/savepoints", op.job_id),
-                json!({
-                    "target-directory": op.target_directory,
-                    "cancel-job": op.kind == OperationKind::CancelWithSavepoint,
-                    "triggerId": op.request_id,
-                    "formatType": op.format_type,
-                }),
+            OperationKind::Savepoint | OperationKind::CancelWithSavepoint => savepoint(
+                "savepoints",
+                "target-directory",
+                "cancel-job",
+                OperationKind::CancelWithSavepoint,
             ),
-            OperationKind::StopWithSavepoint | OperationKind::TerminateWithSavepoint => (
-                format!("/jobs/{}/stop", op.job_id),
-                json!({
-                    "targetDirectory": op.target_directory,
-                    "drain": op.kind == OperationKind::TerminateWithSavepoint,
-                    "triggerId": op.request_id,
-                    "formatType": op.format_type,
-                }),
+            OperationKind::StopWithSavepoint | OperationKind::TerminateWithSavepoint => savepoint(
+                "stop",
+                "targetDirectory",
+                "drain",
+                OperationKind::TerminateWithSavepoint,
             ),
             OperationKind::Checkpoint => (
                 format!("/jobs/{}/checkpoints", op.job_id),

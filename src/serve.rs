@@ -253,7 +253,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         cluster_servers.push(tokio::spawn(crate::server::serve(
             listener,
             crate::http::router(state),
-            limits.clone(),
+            limits,
             async move { done.cancelled().await },
         )));
     }

@@ -17,25 +17,11 @@ use common::{Backend, Client, Resp, TestStore, random_hex};
 const BASE: &str = "/v1/clusters/ha-changes/ha";
 
 async fn send(api: &Client, method: Method, path: &str, body: &Value) -> Resp {
-    api.request(
-        method,
-        &format!("{BASE}{path}"),
-        Some("application/json"),
-        serde_json::to_vec(body).unwrap(),
-    )
-    .await
+    common::ha::send(api, BASE, method, path, body).await
 }
 
 async fn acquire(api: &Client, holder: &str) -> i64 {
-    let r = send(
-        api,
-        Method::POST,
-        "/lease/acquire",
-        &json!({"holder": holder, "duration-ms": 60000}),
-    )
-    .await;
-    r.expect(StatusCode::OK);
-    r.json()["epoch"].as_i64().unwrap()
+    common::ha::acquire(api, BASE, holder).await
 }
 
 async fn publish(api: &Client, epoch: i64, component: &str, address: &str) {
@@ -197,31 +183,35 @@ backend_tests!(
         let e = acquire(&api, "jm").await;
         let (job, kept) = (random_hex(), random_hex());
         for j in [&job, &kept] {
-            send(
-                &api,
-                Method::POST,
-                &format!("/state-handles/execution-plan/{j}"),
-                &json!({"epoch": e, "handle": "0a"}),
-            )
-            .await
-            .expect(StatusCode::CREATED);
-            send(
-                &api,
-                Method::POST,
-                "/state-handles/checkpoint/1",
-                &json!({"epoch": e, "job": j, "handle": "0b"}),
-            )
-            .await
-            .expect(StatusCode::CREATED);
-            send(
-                &api,
-                Method::POST,
-                &format!("/counters/{j}/get-and-increment"),
-                &json!({"epoch": e}),
-            )
-            .await
-            .expect(StatusCode::OK);
-            publish(&api, e, j, "pekko://jm").await;
+            for (method, path, body, status) in [
+                (
+                    "POST",
+                    format!("/state-handles/execution-plan/{j}"),
+                    json!({"epoch": e, "handle": "0a"}),
+                    201,
+                ),
+                (
+                    "POST",
+                    "/state-handles/checkpoint/1".to_owned(),
+                    json!({"epoch": e, "job": j, "handle": "0b"}),
+                    201,
+                ),
+                (
+                    "POST",
+                    format!("/counters/{j}/get-and-increment"),
+                    json!({"epoch": e}),
+                    200,
+                ),
+                (
+                    "PUT",
+                    format!("/leader-info/{j}"),
+                    json!({"epoch": e, "address": "pekko://jm", "session-id": "s"}),
+                    200,
+                ),
+            ] {
+                let r = send(&api, method.parse().unwrap(), &path, &body).await;
+                r.expect(StatusCode::from_u16(status).unwrap());
+            }
         }
         // A stale epoch removes nothing.
         for path in [

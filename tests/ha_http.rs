@@ -13,13 +13,7 @@ use common::{Client, Resp, random_hex};
 const BASE: &str = "/v1/clusters/ha-c/ha";
 
 async fn send(api: &Client, method: Method, path: &str, body: &Value) -> Resp {
-    api.request(
-        method,
-        &format!("{BASE}{path}"),
-        Some("application/json"),
-        serde_json::to_vec(body).unwrap(),
-    )
-    .await
+    common::ha::send(api, BASE, method, path, body).await
 }
 
 async fn post(api: &Client, path: &str, body: Value) -> Resp {

@@ -13,7 +13,7 @@ use clap::{Parser, ValueEnum};
 )]
 pub struct Args {
     /// Backends to run, in order.
-    #[arg(long, value_delimiter = ',', default_value = "postgres,sqlite")]
+    #[arg(long, value_delimiter = ',', default_value = "postgres,sqlite", value_parser = parse_backend)]
     pub backends: Vec<Backend>,
     /// A PostgreSQL server URL (any database on it): the bench creates
     /// `jobstore_bench_<random>` there and drops it at the end.
@@ -155,18 +155,14 @@ impl Args {
     }
 }
 
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Backend {
-    Postgres,
-    Sqlite,
-}
+/// The backends (`--backends postgres,sqlite`).
+pub use jobstore::store::migrate::Backend;
 
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Postgres => "postgres",
-            Backend::Sqlite => "sqlite",
-        }
+fn parse_backend(s: &str) -> Result<Backend, String> {
+    match s {
+        "postgres" => Ok(Backend::Postgres),
+        "sqlite" => Ok(Backend::Sqlite),
+        other => Err(format!("unknown backend {other:?}: postgres or sqlite")),
     }
 }
 

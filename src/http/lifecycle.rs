@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
 use super::results::time;
-use super::savepoints::{cluster_of, create, flink_id, operation_json, status_json};
+use super::savepoints::{cluster_of, create, flink_body, flink_id, operation_json, status_json};
 use super::{AppState, FLINK_PREFIXES, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::store::{
@@ -87,14 +87,7 @@ fn parse_checkpoint_body(bytes: &[u8]) -> ApiResult<(CheckpointType, Option<Trig
             "Request did not match expected format CheckpointTriggerRequestBody.".into(),
         )
     };
-    let fields: Map<String, Value> = if bytes.iter().all(u8::is_ascii_whitespace) {
-        Map::new()
-    } else {
-        match serde_json::from_slice(bytes) {
-            Ok(Value::Object(m)) => m,
-            _ => return Err(malformed()),
-        }
-    };
+    let fields = flink_body(bytes, "CheckpointTriggerRequestBody")?;
     let checkpoint_type = match fields.get("checkpointType") {
         None | Some(Value::Null) => CheckpointType::Configured,
         Some(Value::String(t)) if t == "INCREMENTAL" => {

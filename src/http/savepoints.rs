@@ -79,6 +79,20 @@ struct TriggerBody {
     format_type: String,
 }
 
+/// A body of Flink's trigger requests as Flink reads it: missing or empty is `{}`, anything
+/// but an object is Flink's "Request did not match expected format" message.
+pub(super) fn flink_body(bytes: &[u8], body_type: &str) -> ApiResult<Map<String, Value>> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice(bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(ApiError::BadRequest(format!(
+            "Request did not match expected format {body_type}."
+        ))),
+    }
+}
+
 /// Parses a trigger body as Flink does: missing or empty is `{}`, unknown fields are ignored,
 /// anything malformed is Flink's "Request did not match expected format" message.
 fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
@@ -96,14 +110,7 @@ fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
             "Request did not match expected format {body_type}."
         ))
     };
-    let fields: Map<String, Value> = if bytes.iter().all(u8::is_ascii_whitespace) {
-        Map::new()
-    } else {
-        match serde_json::from_slice(bytes) {
-            Ok(Value::Object(m)) => m,
-            _ => return Err(malformed()),
-        }
-    };
+    let fields = flink_body(bytes, body_type)?;
     let opt_str = |name: &str| -> ApiResult<Option<String>> {
         match fields.get(name) {
             None | Some(Value::Null) => Ok(None),

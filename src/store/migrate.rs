@@ -27,11 +27,21 @@ pub const HISTORY_TABLE: &str = "refinery_schema_history";
 /// Key of the PostgreSQL advisory lock held while migrating ("jobstore" in ASCII).
 pub const ADVISORY_LOCK_KEY: i64 = 0x6a6f_6273_746f_7265;
 
-/// Which set of migrations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which set of migrations: which database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Backend {
     Postgres,
     Sqlite,
+}
+
+impl Backend {
+    /// `postgres` or `sqlite`: the name of its folder of migrations (and of its SQL).
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
 }
 
 fn runner(backend: Backend) -> Runner {

@@ -138,21 +138,7 @@ impl Drop for PgDatabase {
 }
 
 /// The two storage backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Postgres,
-    Sqlite,
-}
-
-impl Backend {
-    /// `postgres` or `sqlite`: the name of its folder of migrations, and of its tests.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Postgres => "postgres",
-            Backend::Sqlite => "sqlite",
-        }
-    }
-}
+pub use jobstore::store::migrate::Backend;
 
 /// What keeps a test database alive.
 pub enum DatabaseGuard {

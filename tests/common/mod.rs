@@ -28,6 +28,7 @@ pub mod contract;
 pub mod db;
 pub mod fake_flink;
 pub mod flink_data;
+pub mod ha;
 pub mod http;
 pub mod kind;
 pub mod load;
