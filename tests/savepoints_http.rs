@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -1044,7 +1044,23 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
         completed_location("file:/young")
     );
     assert_eq!(status_text(&api, &pre, &job, &open).await, IN_PROGRESS);
-    // Open operations are never removed, however old.
+    // Open operations are never removed, however old; nor the latest savepoint of a job
+    // (what a redeploy restores from, GET .../latest-savepoint).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        ts.store
+            .purge_operations(Duration::from_millis(1))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(status_text(&api, &pre, &job, &open).await, IN_PROGRESS);
+    assert_eq!(
+        status_text(&api, &pre, &job, &young).await,
+        completed_location("file:/young")
+    );
+    // Once a newer savepoint completed, the older one goes.
+    complete(&api, "c1", &job, &open, "file:/newest").await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
         ts.store
@@ -1053,7 +1069,7 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
             .unwrap(),
         1
     );
-    assert_eq!(status_text(&api, &pre, &job, &open).await, IN_PROGRESS);
+    assert!(listed(&api, "c1", &job, &young).await.is_none());
     assert_eq!(operations(&api.get(&list_path("c1", "")).await).len(), 1);
 });
 
@@ -1251,6 +1267,9 @@ backend_tests!(
         let waiting = trigger(http, "", &job, &json!({})).await;
         let done = trigger(http, "", &job, &json!({})).await;
         complete(http, "default", &job, &done, "file:/sp/done").await;
+        // The job's latest savepoint, which the retention keeps.
+        let newer = trigger(http, "", &job, &json!({})).await;
+        complete(http, "default", &job, &newer, "file:/sp/newer").await;
         let exit = first.terminate().await;
         assert!(exit.success(), "jobstore serve exited with {exit}");
         tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -1304,9 +1323,13 @@ backend_tests!(
             &unknown_message(&job, &done),
         );
         let ops = operations(&http.get(&list_path("default", "")).await);
-        assert_eq!(ops.len(), 1, "{ops:#?}");
-        assert_eq!(ops[0]["request-id"], waiting.as_str());
-        assert_eq!(ops[0]["failure-cause"], cause);
+        let by_id: BTreeMap<&str, &Value> = ops
+            .iter()
+            .map(|op| (op["request-id"].as_str().unwrap(), op))
+            .collect();
+        assert_eq!(by_id.len(), 2, "{ops:#?}");
+        assert_eq!(by_id[waiting.as_str()]["failure-cause"], cause);
+        assert_eq!(by_id[newer.as_str()]["location"], "file:/sp/newer");
     }
 );
 
