@@ -303,11 +303,16 @@ async fn drive_held(
                     triggered = false;
                     None
                 }
+                // A trigger answered 404 was never accepted: nothing is there to lose (a
+                // flink-rest-url that is not Flink's REST root, say).
+                Ok(FlinkAnswer::NotFound(message)) if !triggered => Some(Outcome::FailureCause(
+                    flink::rejected_cause(op.kind, op.job_id, 404, &message),
+                )),
                 Ok(FlinkAnswer::NotFound(message)) => Some(Outcome::FailureCause(
-                    flink::lost_cause(op.job_id, op.request_id, &message),
+                    flink::lost_cause(op.kind, op.job_id, op.request_id, &message),
                 )),
                 Ok(FlinkAnswer::Rejected(code, message)) => Some(Outcome::FailureCause(
-                    flink::rejected_cause(op.job_id, code, &message),
+                    flink::rejected_cause(op.kind, op.job_id, code, &message),
                 )),
                 Ok(FlinkAnswer::Failed(cause)) => Some(Outcome::FailureCause(cause)),
                 Err(flink::Unreachable(message)) => {
