@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// An operation not completed this long after its trigger fails as timed out.
     #[arg(long, env = "JOBSTORE_OPERATION_TIMEOUT", default_value = "1h", value_parser = humantime::parse_duration)]
     pub operation_timeout: Duration,
+    /// First pause before a failed scheduled savepoint (or checkpoint) or a failed
+    /// disposal is tried again; doubled at each retry, 8 retries at most.
+    #[arg(long, env = "JOBSTORE_RETRY_BACKOFF", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub retry_backoff: Duration,
     /// Pause between polls of Flink's savepoint status.
     #[arg(long, env = "JOBSTORE_POLL_INTERVAL", default_value = "500ms", value_parser = humantime::parse_duration)]
     pub poll_interval: Duration,
@@ -216,6 +220,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             flink_timeout: args.flink_timeout,
             flink_allowed_hosts: args.flink_allowed_hosts.clone(),
             flink_max_answer: args.flink_max_answer,
+            retry_backoff: args.retry_backoff,
             ..ExecutorConfig::default()
         };
         tokio::spawn(executor::run(

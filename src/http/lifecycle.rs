@@ -66,8 +66,16 @@ pub fn router() -> Router<AppState> {
                     .delete(delete_retention),
             );
     }
-    r.route(&format!("{job}/latest-savepoint"), get(latest_of_job))
-        .route(&format!("{cluster}/latest-savepoint"), get(latest_by_name))
+    r.route(
+        &format!("{cluster}/savepoint-schedules"),
+        get(list_schedules),
+    )
+    .route(
+        &format!("{cluster}/savepoint-retentions"),
+        get(list_retention),
+    )
+    .route(&format!("{job}/latest-savepoint"), get(latest_of_job))
+    .route(&format!("{cluster}/latest-savepoint"), get(latest_by_name))
 }
 
 type Params = PathParams<HashMap<String, String>>;
@@ -362,6 +370,28 @@ async fn delete_schedule(
             scope_name(job)
         )))
     }
+}
+
+/// `GET /v1/clusters/{cluster}/savepoint-schedules`: the cluster's schedule (`job-id`
+/// null) and its jobs' overrides.
+async fn list_schedules(
+    State(state): State<AppState>, PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (cluster, _) = scope(&params)?;
+    let list = state.store.list_schedules(&cluster).await?;
+    let list: Vec<Value> = list.iter().map(schedule_json).collect();
+    Ok(Json(json!({ "savepoint-schedules": list })))
+}
+
+/// `GET /v1/clusters/{cluster}/savepoint-retentions`: the cluster's policy (`job-id` null)
+/// and its jobs' overrides.
+async fn list_retention(
+    State(state): State<AppState>, PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (cluster, _) = scope(&params)?;
+    let list = state.store.list_retention(&cluster).await?;
+    let list: Vec<Value> = list.iter().map(retention_json).collect();
+    Ok(Json(json!({ "savepoint-retentions": list })))
 }
 
 fn retention_json(r: &Retention) -> Value {

@@ -518,6 +518,27 @@ fn lifecycle_operations() -> Vec<Operation> {
             ));
         }
     }
+    for (name, what, schema) in [
+        ("savepoint-schedules", "savepoint schedule", "ScheduleList"),
+        (
+            "savepoint-retentions",
+            "savepoint retention policy",
+            "RetentionList",
+        ),
+    ] {
+        ops.push(op(
+            "get",
+            format!("/v1/clusters/{{cluster}}/{name}"),
+            "lifecycle",
+            format!("The cluster's {what} (job-id null) and its jobs' overrides"),
+            vec![cluster_param()],
+            None,
+            vec![
+                ok(200, "The list (empty if none)", schema),
+                err(400, "Malformed id"),
+            ],
+        ));
+    }
     ops.push(op(
         "get",
         "/v1/clusters/{cluster}/jobs/{jobid}/latest-savepoint".into(),
@@ -1007,6 +1028,7 @@ fn schemas() -> Value {
                 "checkpoint-id": {"type": "integer", "nullable": true, "description": "checkpoints only"},
                 "savepoint-path": {"type": "string", "description": "disposals only"},
                 "due-at": {"type": "string", "format": "date-time", "description": "scheduled operations only"},
+                "retry": {"type": "integer", "minimum": 0, "description": "operations of a schedule or a retention policy only: which try of its due time or savepoint (0 the first)"},
                 "status": {"type": "string", "enum": ["IN_PROGRESS", "COMPLETED"]},
                 "target-directory": {"type": "string", "nullable": true},
                 "format-type": {"type": "string", "enum": ["CANONICAL", "NATIVE"]},
@@ -1116,6 +1138,16 @@ fn lifecycle_schemas(nullable_time: &Value, failure_cause: &Value) -> Value {
                 "max-count": {"type": "integer", "minimum": 1, "maximum": 2147483647, "nullable": true},
                 "max-age": {"type": "string", "nullable": true, "description": "a duration of at least 1s (\"7d\")"}
             }
+        },
+        "ScheduleList": {
+            "type": "object",
+            "required": ["savepoint-schedules"],
+            "properties": {"savepoint-schedules": {"type": "array", "items": schema_ref("Schedule")}}
+        },
+        "RetentionList": {
+            "type": "object",
+            "required": ["savepoint-retentions"],
+            "properties": {"savepoint-retentions": {"type": "array", "items": schema_ref("Retention")}}
         },
         "Retention": {
             "type": "object",

@@ -18,7 +18,7 @@ use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId};
 use crate::store::{
     ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
-    OperationKind, OperationStatus, Outcome, StoreError,
+    OperationKind, OperationStatus, Outcome, StoreError, Trigger,
 };
 use crate::wire::{reject_long_numbers, reject_nul};
 
@@ -281,6 +281,10 @@ pub fn operation_json(op: &Operation) -> Value {
     }
     if let Some(due) = op.due_at {
         v["due-at"] = json!(time(due));
+    }
+    if op.trigger != Trigger::Api {
+        // Which try of its due time (schedule) or of its savepoint (retention) it is.
+        v["retry"] = json!(op.retry);
     }
     v
 }

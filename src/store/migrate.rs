@@ -7,7 +7,7 @@
 //! newer jobstore (a version this binary does not know) is refused with a clear message.
 
 use refinery_core::traits::r#async::{AsyncMigrate, AsyncQuery, AsyncTransaction};
-use refinery_core::{Migration, Runner};
+use refinery_core::{Migration, Runner, Target};
 use sqlx::{AssertSqlSafe, Connection, Row};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -48,6 +48,15 @@ fn runner(backend: Backend) -> Runner {
     match backend {
         Backend::Postgres => embedded_postgres::migrations::runner(),
         Backend::Sqlite => embedded_sqlite::migrations::runner(),
+    }
+}
+
+/// The migrations up to `target` (None: all of them).
+fn runner_to(backend: Backend, target: Option<i32>) -> Runner {
+    let runner = runner(backend);
+    match target {
+        Some(version) => runner.set_target(Target::Version(version)),
+        None => runner,
     }
 }
 
@@ -155,11 +164,19 @@ fn migration_error(backend: Backend, e: refinery_core::Error) -> StoreError {
 
 /// Applies the PostgreSQL migrations under the advisory lock.
 pub async fn migrate_postgres(conn: &mut sqlx::PgConnection) -> StoreResult<usize> {
+    migrate_postgres_to(conn, None).await
+}
+
+/// Applies the PostgreSQL migrations up to `target` (None: all; a schema of an older
+/// release, for upgrade tests) under the advisory lock.
+pub async fn migrate_postgres_to(
+    conn: &mut sqlx::PgConnection, target: Option<i32>,
+) -> StoreResult<usize> {
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(ADVISORY_LOCK_KEY)
         .execute(&mut *conn)
         .await?;
-    let outcome = runner(Backend::Postgres)
+    let outcome = runner_to(Backend::Postgres, target)
         .run_async(&mut MigrationConnection(&mut *conn))
         .await;
     // The lock is a session lock: release it even when migrating failed (the caller also
@@ -175,7 +192,14 @@ pub async fn migrate_postgres(conn: &mut sqlx::PgConnection) -> StoreResult<usiz
 
 /// Applies the SQLite migrations (SQLite's single writer serialises concurrent runs).
 pub async fn migrate_sqlite(conn: &mut sqlx::SqliteConnection) -> StoreResult<usize> {
-    let report = runner(Backend::Sqlite)
+    migrate_sqlite_to(conn, None).await
+}
+
+/// Applies the SQLite migrations up to `target` (None: all).
+pub async fn migrate_sqlite_to(
+    conn: &mut sqlx::SqliteConnection, target: Option<i32>,
+) -> StoreResult<usize> {
+    let report = runner_to(Backend::Sqlite, target)
         .run_async(&mut MigrationConnection(&mut *conn))
         .await
         .map_err(|e| migration_error(Backend::Sqlite, e))?;

@@ -170,6 +170,9 @@ pub trait Store: Send + Sync + 'static {
         &self, cluster: &ClusterId, job: Option<JobId>,
     ) -> StoreResult<Option<Retention>>;
 
+    /// The cluster's retention policy and its jobs' overrides.
+    async fn list_retention(&self, cluster: &ClusterId) -> StoreResult<Vec<Retention>>;
+
     /// False when there was none.
     async fn delete_retention(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool>;
 

@@ -725,6 +725,13 @@ impl Store for SqlStore {
             .await
     }
 
+    async fn list_retention(&self, cluster: &ClusterId) -> StoreResult<Vec<Retention>> {
+        let args = [Arg::str(cluster.as_str())];
+        let rows = self.read_all::<RetentionRow>(Side::Read, sql::RETENTION_LIST, &args);
+        self.within(async { Ok(rows.await?.into_iter().map(Retention::from).collect()) })
+            .await
+    }
+
     async fn delete_retention(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool> {
         self.delete_scoped(sql::RETENTION_DELETE, cluster, job)
             .await

@@ -202,6 +202,11 @@ impl FakeFlink {
         lock(&self.shared).ending = Ending::Failure(cause);
     }
 
+    /// Operations that complete from now on succeed again (after [`FakeFlink::fail_with`]).
+    pub fn succeed(&self) {
+        lock(&self.shared).ending = Ending::Location;
+    }
+
     /// The status of this trigger id is answered 404 from now on (Flink lost it).
     pub fn forget(&self, trigger: &str) {
         let mut s = lock(&self.shared);
@@ -303,7 +308,7 @@ impl FakeFlink {
         lock(&self.shared).checkpoints_started
     }
 
-    /// The next `n` disposals to complete fail (with an IOException, not a missing path).
+    /// The next `n` disposals to complete fail (an IOException cause, not a missing path).
     pub fn fail_disposals(&self, n: u32) {
         lock(&self.shared).failing_disposals = n;
     }
@@ -653,7 +658,7 @@ async fn checkpoint_status(
     let (job, trigger) = (job.to_lowercase(), trigger.to_lowercase());
     let mut s = lock(&shared);
     let (limit, ending) = (s.in_progress_polls, s.ending.clone());
-    let mut next_id = s.checkpoint_id + 1;
+    let next_id = s.checkpoint_id + 1;
     let Some(op) = s
         .ops
         .get_mut(&(job.clone(), trigger.clone()))
@@ -681,9 +686,7 @@ async fn checkpoint_status(
     };
     if handed_out {
         s.checkpoint_id = next_id;
-        next_id += 1;
     }
-    let _ = next_id;
     (StatusCode::OK, axum::Json(body)).into_response()
 }
 
@@ -725,9 +728,9 @@ async fn disposal_status(State(shared): State<Shared>, Path(trigger): Path<Strin
         let could_not = format!("Could not dispose savepoint {}.", d.path);
         result = Some(if failing > 0 {
             s.failing_disposals -= 1;
-            json!({"failure-cause": {"class": "java.io.IOException", "stack-trace": format!("java.io.IOException: {could_not}\n\tat org.apache.flink.runtime.checkpoint.Checkpoints.disposeSavepoint(Checkpoints.java:1)")}})
+            json!({"failure-cause": {"class": "org.apache.flink.util.FlinkException", "stack-trace": format!("org.apache.flink.util.FlinkException: {could_not}\nCaused by: java.io.IOException: Unexpected magic number. This can have multiple reasons.")}})
         } else if s.disposed.contains(&d.path) {
-            json!({"failure-cause": {"class": "java.io.IOException", "stack-trace": format!("java.io.IOException: {could_not}\nCaused by: java.io.FileNotFoundException: Cannot find checkpoint or savepoint file/directory '{}' on file system 'file'.", d.path)}})
+            json!({"failure-cause": {"class": "org.apache.flink.util.FlinkException", "stack-trace": format!("org.apache.flink.util.FlinkException: {could_not}\nCaused by: java.io.FileNotFoundException: Cannot find checkpoint or savepoint file/directory '{}' on file system 'file'.", d.path)}})
         } else {
             s.disposed.push(d.path.clone());
             json!({})

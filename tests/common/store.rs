@@ -195,3 +195,30 @@ impl TestDb {
         list.into_iter().map(|e| (e.id.to_string(), e)).collect()
     }
 }
+
+impl TestDb {
+    /// Migrates this (empty) database to schema `version` only: the schema of an older
+    /// release, for upgrade tests.
+    pub async fn migrate_to(&self, version: i32) {
+        use jobstore::store::migrate;
+        use sqlx::Connection;
+        let applied = match self.backend {
+            Backend::Sqlite => {
+                let url = format!("{}?mode=rwc", self.url);
+                let mut c = sqlx::SqliteConnection::connect(&url)
+                    .await
+                    .unwrap_or_else(|e| panic!("SQLite at {url}: {e}"));
+                migrate::migrate_sqlite_to(&mut c, Some(version)).await
+            }
+            Backend::Postgres => {
+                let mut c = super::pg_connect(&self.url).await;
+                migrate::migrate_postgres_to(&mut c, Some(version)).await
+            }
+        };
+        let applied = applied.unwrap_or_else(|e| panic!("migrating to V{version}: {e}"));
+        assert_eq!(
+            applied, version as usize,
+            "migrations applied up to V{version}"
+        );
+    }
+}

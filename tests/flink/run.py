@@ -17,6 +17,9 @@ Suites (one file each in this folder):
   plugin-zookeeper   the plugin's jobstore.ha.mode zookeeper on a real ZooKeeper: failover of
                      two JobManagers, dirty-entry recovery, two jobstore replicas, beside
                      Flink's own ZooKeeper HA (plugin_zookeeper.py)
+  lifecycle          the savepoint lifecycle: Flink's CLI (savepoint, dispose, stop) against
+                     jobstore, a checkpoint, a schedule, retention with disposal, the latest
+                     savepoint (lifecycle.py)
 
 One Flink install, one jobstore binary, one build of the probe job and of the plugin, and one
 ZooKeeper serve every suite of a run. Each suite has its own scratch folder, databases and
@@ -65,6 +68,7 @@ SUITES = {
     "savepoints": "savepoints",
     "plugin-standalone": "plugin_standalone",
     "plugin-zookeeper": "plugin_zookeeper",
+    "lifecycle": "lifecycle",
 }
 
 
