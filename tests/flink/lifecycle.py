@@ -160,9 +160,10 @@ def chk_schedule(s):
 
     def enough():
         per_job = {j: [op for op in s.savepoints_of(j) if op["trigger"] == "schedule"] for j in s.jobs}
-        return per_job if all(len(v) >= 2 for v in per_job.values()) else None
-    per_job = wait_for("two scheduled savepoints of each running job", enough, 120, 1)
+        return per_job if all(len(v) >= 3 for v in per_job.values()) else None
+    per_job = wait_for("three scheduled savepoints of each running job", enough, 120, 1)
     s.api("DELETE", "/v1/clusters/default/savepoint-schedule", want=204)
+    wait_for("the scheduled savepoints in flight completed", lambda: not s.operations("status=IN_PROGRESS"), 60, 0.5)
     for job, ops in per_job.items():
         dues = [op["due-at"] for op in ops]
         expect(len(set(dues)) == len(dues), f"two operations of one due time for {job}: {dues}")
@@ -184,20 +185,23 @@ def chk_retention(s):
             out[job] = kept
         return out
     kept = wait_for("every job down to its 2 newest savepoints", settled, 120, 1)
-    disposed = [op for op in s.operations() if op.get("disposed-at") and op["kind"] != "DISPOSAL"]
-    expect(disposed, "nothing was disposed of")
-    for op in disposed:
-        expect(not os.path.exists(local(op["location"])), f"{op['location']} was disposed of but is still on disk")
+    by_retention = [op for op in s.operations("kind=DISPOSAL") if op["trigger"] == "retention"]
+    expect(all(op["status"] == "COMPLETED" and op["failure-cause"] is None for op in by_retention),
+           f"disposals: {snippet(json.dumps(by_retention), 800)}")
+    paths = {op["savepoint-path"] for op in by_retention}
+    for job in s.jobs:
+        older = [op for op in s.savepoints_of(job) if op["disposed-at"] and op["location"] != s.cli_savepoint]
+        expect(older, f"retention disposed of no savepoint of {job}")
+        for op in older:
+            expect(op["location"] in paths, f"{op['location']} disposed of, but not by the retention")
+            expect(not os.path.exists(local(op["location"])), f"{op['location']} was disposed of but is still on disk")
     for job, ops in kept.items():
         newest = max(s.savepoints_of(job), key=lambda op: op["completed-at"])
         expect(newest in ops, f"the newest savepoint of {job} was disposed of")
         for op in ops:
             expect(on_disk(op["location"]), f"kept savepoint {op['location']} is not on disk")
-    by_retention = [op for op in s.operations("kind=DISPOSAL") if op["trigger"] == "retention"]
-    expect(all(op["status"] == "COMPLETED" and op["failure-cause"] is None for op in by_retention),
-           f"disposals: {snippet(json.dumps(by_retention), 800)}")
     s.api("DELETE", "/v1/clusters/default/savepoint-retention", want=204)
-    return f"{len(disposed)} disposed of (folders gone) by {len(by_retention)} disposals, 2 kept per job"
+    return f"{len(by_retention)} savepoints disposed of by the retention (folders gone), the 2 newest of each job kept"
 
 
 def chk_latest(s, job, name):
