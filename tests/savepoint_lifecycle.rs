@@ -590,6 +590,13 @@ backend_tests!(two_executors_one_operation_per_due_time, |ts| async move {
             .await,
         3
     );
+    // Forgotten with the operations' retention (bounded however many jobs come and go).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    ts.store
+        .purge_operations(Duration::from_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(ts.db.scalar("SELECT count(*) FROM flink_jobs").await, 0);
 });
 
 // The schedule pass itself, raced: eight passes at once over two stores on one database

@@ -1,5 +1,5 @@
 //! Every query in docs/sql.md runs on both backends, against a store seeded through the
-//! API with Flink's real files and a savepoint operation: blocks marked `sql` on both,
+//! API with Flink's real files, savepoint operations, a disposal, a schedule and a retention: blocks marked `sql` on both,
 //! `sql postgres` / `sql sqlite` on one.
 
 mod common;
@@ -7,8 +7,8 @@ mod common;
 use common::{Backend, TestStore};
 use jobstore::ids::ClusterId;
 use jobstore::store::{
-    ClusterConfig, ConfiguredBy, HaKind, NewOperation, OperationKey, OperationKind, Outcome,
-    StateHandleKey,
+    ClusterConfig, ConfiguredBy, FlinkJob, HaKind, NewOperation, OperationKey, OperationKind,
+    Outcome, Retention, Schedule, StateHandleKey,
 };
 use jobstore::wire::{ResultKind, parse_envelope};
 
@@ -92,6 +92,12 @@ async fn seed(ts: &TestStore) {
             )),
         ),
         ("00000000000000000000000000000003", None),
+        (
+            "00000000000000000000000000000004",
+            Some(Outcome::Location(
+                "file:/var/flink/sp/savepoint-58356f-00000000000f".into(),
+            )),
+        ),
     ] {
         let key = OperationKey {
             cluster: cluster.clone(),
@@ -122,6 +128,58 @@ async fn seed(ts: &TestStore) {
         )
         .await
         .unwrap();
+    // The savepoint lifecycle: the first savepoint disposed of (the fourth is the latest), a
+    // schedule, a retention policy, the job's name from Flink's job overview.
+    let disposal = OperationKey {
+        cluster: cluster.clone(),
+        job: jobstore::ids::JobId::NONE,
+        request: "0000000000000000000000000000000d".parse().unwrap(),
+    };
+    store
+        .create_operation(&NewOperation {
+            savepoint_path: Some("file:/var/flink/sp/savepoint-58356f-b0eb039b8914".into()),
+            ..NewOperation::new(disposal.clone(), OperationKind::Disposal)
+        })
+        .await
+        .unwrap();
+    store
+        .complete_operation(&disposal, &Outcome::Disposed, None)
+        .await
+        .unwrap();
+    let job: jobstore::ids::JobId = "58356f7bb09581a7b8ddfe083b605679".parse().unwrap();
+    store
+        .put_schedule(&Schedule {
+            cluster_id: cluster.clone(),
+            job_id: None,
+            interval: Some(std::time::Duration::from_secs(3600)),
+            kind: OperationKind::Savepoint,
+            target_directory: None,
+            format_type: "CANONICAL".into(),
+            next_due_at: None,
+            last_triggered_at: None,
+        })
+        .await
+        .unwrap();
+    store
+        .put_retention(&Retention {
+            cluster_id: cluster.clone(),
+            job_id: None,
+            max_count: Some(5),
+            max_age: None,
+        })
+        .await
+        .unwrap();
+    store
+        .record_flink_jobs(
+            &cluster,
+            &[FlinkJob {
+                job_id: job,
+                name: "orders".into(),
+                state: "RUNNING".into(),
+            }],
+        )
+        .await
+        .unwrap();
     // Flink's HA services: a live lease, the dispatcher's leader information, a job's plan,
     // two checkpoints and its counter.
     let lease = store
@@ -143,7 +201,6 @@ async fn seed(ts: &TestStore) {
         )
         .await
         .unwrap();
-    let job: jobstore::ids::JobId = "58356f7bb09581a7b8ddfe083b605679".parse().unwrap();
     let key = |kind, job: Option<jobstore::ids::JobId>, name: &str| StateHandleKey {
         kind,
         job,
@@ -201,8 +258,13 @@ fn check(results: &[(String, usize)]) {
     for (needle, rows) in [
         ("FROM dirty_results_per_cluster", 2),
         ("WHERE status = 'FAILED'", 1),
-        ("FROM savepoint_history WHERE job_id", 3),
-        ("WHERE s.location IS NOT NULL", 1),
+        ("FROM savepoint_history WHERE job_id", 4),
+        ("FROM savepoint_ages WHERE n = 1", 1),
+        ("n.name = 'orders'", 1),
+        ("FROM savepoint_schedules ORDER BY", 1),
+        ("WHERE trigger = 'schedule' AND failure_cause", 0),
+        ("WHERE disposed_at IS NOT NULL", 1),
+        ("WHERE kind = 'DISPOSAL' AND failure_cause", 0),
         ("WHERE status = 'IN_PROGRESS'", 1),
         ("FROM clusters", 1),
         ("stack-trace", 1),

@@ -117,7 +117,8 @@ pub trait Store: Send + Sync + 'static {
     /// Completes every open operation older than `timeout` that nobody holds, with `cause`.
     async fn expire_operations(&self, timeout: Duration, cause: &Value) -> StoreResult<u64>;
 
-    /// Removes completed operations older than `retention`.
+    /// Removes completed operations older than `retention` (never the latest savepoint of a
+    /// job), and the jobs Flink last listed longer ago.
     async fn purge_operations(&self, retention: Duration) -> StoreResult<u64>;
 
     /// Sets a cluster's configuration; by flags only while no `PUT` has set it (then

@@ -627,6 +627,8 @@ impl Store for SqlStore {
     async fn purge_operations(&self, retention: Duration) -> StoreResult<u64> {
         self.within(async {
             let args = [Arg::millis(retention)];
+            // The jobs Flink's overview last showed longer ago go with them.
+            self.db.execute(sql::FLINK_JOBS_PURGE, &args).await?;
             Ok(self.db.execute(sql::OPERATIONS_PURGE, &args).await?)
         })
         .await
