@@ -16,8 +16,8 @@ use std::time::Duration;
 use crate::flink::FlinkClient;
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::store::{
-    Expired, NewOperation, Operation, OperationKey, OperationKind, Schedule, Store, StoreError,
-    Trigger,
+    Expired, NewOperation, Operation, OperationKey, OperationKind, Schedule, SettingKind, Store,
+    StoreError, Trigger,
 };
 
 /// How often failed scheduled operations and disposals are tried again at most (the
@@ -87,10 +87,10 @@ async fn serve_due(
     };
     store.record_flink_jobs(cluster, &jobs).await?;
     let overridden: BTreeSet<JobId> = store
-        .list_schedules(cluster)
+        .list_settings(SettingKind::Schedule, cluster)
         .await?
-        .into_iter()
-        .filter_map(|s| s.job_id)
+        .iter()
+        .filter_map(|s| s.scope().1)
         .collect();
     let default_dir = config.and_then(|c| c.savepoint_directory);
     let mut made = 0;

@@ -8,7 +8,7 @@ use common::{Backend, TestStore};
 use jobstore::ids::ClusterId;
 use jobstore::store::{
     ClusterConfig, ConfiguredBy, FlinkJob, HaKind, NewOperation, OperationKey, OperationKind,
-    Outcome, Retention, Schedule, StateHandleKey,
+    Outcome, Retention, Schedule, Setting, StateHandleKey,
 };
 use jobstore::wire::{ResultKind, parse_envelope};
 
@@ -148,7 +148,7 @@ async fn seed(ts: &TestStore) {
         .unwrap();
     let job: jobstore::ids::JobId = "58356f7bb09581a7b8ddfe083b605679".parse().unwrap();
     store
-        .put_schedule(&Schedule {
+        .put_setting(&Setting::Schedule(Schedule {
             cluster_id: cluster.clone(),
             job_id: None,
             interval: Some(std::time::Duration::from_secs(3600)),
@@ -157,16 +157,16 @@ async fn seed(ts: &TestStore) {
             format_type: "CANONICAL".into(),
             next_due_at: None,
             last_triggered_at: None,
-        })
+        }))
         .await
         .unwrap();
     store
-        .put_retention(&Retention {
+        .put_setting(&Setting::Retention(Retention {
             cluster_id: cluster.clone(),
             job_id: None,
             max_count: Some(5),
             max_age: None,
-        })
+        }))
         .await
         .unwrap();
     store

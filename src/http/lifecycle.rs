@@ -20,7 +20,8 @@ use super::savepoints::{cluster_of, create, flink_body, flink_id, operation_json
 use super::{AppState, FLINK_PREFIXES, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::store::{
-    CheckpointType, NewOperation, OperationKey, OperationKind, Retention, Schedule,
+    CheckpointType, FindOperation, NewOperation, Operation, OperationKey, OperationKind, Retention,
+    Schedule, Setting, SettingKind,
 };
 use crate::wire::reject_nul;
 
@@ -53,35 +54,46 @@ pub fn router() -> Router<AppState> {
     }
     let cluster = "/v1/clusters/{cluster}";
     let job = "/v1/clusters/{cluster}/jobs/{jobid}";
-    for base in [cluster, job] {
-        r = r
-            .route(
-                &format!("{base}/savepoint-schedule"),
-                get(get_schedule).put(put_schedule).delete(delete_schedule),
-            )
-            .route(
-                &format!("{base}/savepoint-retention"),
-                get(get_retention)
-                    .put(put_retention)
-                    .delete(delete_retention),
+    for (kind, one, all) in [
+        (
+            SettingKind::Schedule,
+            "savepoint-schedule",
+            "savepoint-schedules",
+        ),
+        (
+            SettingKind::Retention,
+            "savepoint-retention",
+            "savepoint-retentions",
+        ),
+    ] {
+        let put = move |state, params, body| put_setting(kind, state, params, body);
+        let get_one = move |state, params| get_setting(kind, state, params);
+        let delete = move |state, params| delete_setting(kind, state, params);
+        for base in [cluster, job] {
+            r = r.route(
+                &format!("{base}/{one}"),
+                get(get_one).put(put).delete(delete),
             );
+        }
+        let list = move |state, params| list_settings(kind, state, params);
+        r = r.route(&format!("{cluster}/{all}"), get(list));
     }
-    r.route(
-        &format!("{cluster}/savepoint-schedules"),
-        get(list_schedules),
-    )
-    .route(
-        &format!("{cluster}/savepoint-retentions"),
-        get(list_retention),
-    )
-    .route(&format!("{job}/latest-savepoint"), get(latest_of_job))
-    .route(&format!("{cluster}/latest-savepoint"), get(latest_by_name))
+    r.route(&format!("{job}/latest-savepoint"), get(latest_of_job))
+        .route(&format!("{cluster}/latest-savepoint"), get(latest_by_name))
 }
 
 type Params = PathParams<HashMap<String, String>>;
 
-fn accepted(status: StatusCode, id: TriggerId) -> Response {
-    (status, Json(json!({ "request-id": id }))).into_response()
+/// Stores a new operation of this kind (or finds the one its trigger id names) and answers
+/// its request-id with `status`, as Flink answers that route.
+async fn start(
+    state: &AppState, key: OperationKey, kind: OperationKind, status: StatusCode,
+    set: impl FnOnce(&mut NewOperation),
+) -> ApiResult<Response> {
+    let mut new = NewOperation::new(key, kind);
+    set(&mut new);
+    let op = create(state, &new).await?;
+    Ok((status, Json(json!({ "request-id": op.request_id }))).into_response())
 }
 
 // ---- Checkpoints (Flink's POST /jobs/:jobid/checkpoints) ----
@@ -127,10 +139,11 @@ async fn trigger_checkpoint(
         job,
         request: trigger_id.unwrap_or_else(TriggerId::random),
     };
-    let mut new = NewOperation::new(key, OperationKind::Checkpoint);
-    new.checkpoint_type = Some(checkpoint_type);
-    let op = create(&state, &new).await?;
-    Ok(accepted(StatusCode::ACCEPTED, op.request_id))
+    let kind = OperationKind::Checkpoint;
+    start(&state, key, kind, StatusCode::ACCEPTED, |new| {
+        new.checkpoint_type = Some(checkpoint_type);
+    })
+    .await
 }
 
 async fn checkpoint_status(
@@ -144,11 +157,17 @@ async fn checkpoint_status(
         job,
         request,
     };
-    match state.store.get_operation(&key).await? {
-        Some(op) if op.kind == OperationKind::Checkpoint => Ok(Json(status_json(&op))),
-        _ => Err(ApiError::NotFound(format!(
-            "There is no checkpoint operation with triggerId={request} for job {job}."
-        ))),
+    let op = state.store.get_operation(&key).await?;
+    status_or(op.filter(|op| op.kind == OperationKind::Checkpoint), || {
+        format!("There is no checkpoint operation with triggerId={request} for job {job}.")
+    })
+}
+
+/// Flink's status body of an operation, or its 404 with this message.
+fn status_or(op: Option<Operation>, missing: impl FnOnce() -> String) -> ApiResult<Json<Value>> {
+    match op {
+        Some(op) => Ok(Json(status_json(&op))),
+        None => Err(ApiError::NotFound(missing())),
     }
 }
 
@@ -185,10 +204,16 @@ async fn trigger_disposal(
         job: JobId::NONE,
         request: TriggerId::random(),
     };
-    let mut new = NewOperation::new(key, OperationKind::Disposal);
-    new.savepoint_path = Some(path);
-    let op = create(&state, &new).await?;
-    Ok(accepted(StatusCode::OK, op.request_id))
+    start(
+        &state,
+        key,
+        OperationKind::Disposal,
+        StatusCode::OK,
+        |new| {
+            new.savepoint_path = Some(path);
+        },
+    )
+    .await
 }
 
 async fn disposal_status(
@@ -196,12 +221,11 @@ async fn disposal_status(
 ) -> ApiResult<Json<Value>> {
     let cluster = cluster_of(&state, &params)?;
     let request: TriggerId = flink_id(&params, "triggerid")?;
-    match state.store.get_disposal(&cluster, request).await? {
-        Some(op) => Ok(Json(status_json(&op))),
-        None => Err(ApiError::NotFound(format!(
-            "Operation not found under key: {request}"
-        ))),
-    }
+    let op = state
+        .store
+        .find_operation(&cluster, FindOperation::Disposal(request))
+        .await?;
+    status_or(op, || format!("Operation not found under key: {request}"))
 }
 
 // ---- Schedules and retention (ours), per cluster and per job ----
@@ -219,13 +243,6 @@ fn scope(params: &HashMap<String, String>) -> ApiResult<(ClusterId, Option<JobId
         .map(|j| parse_hex("job id", j))
         .transpose()?;
     Ok((cluster, job))
-}
-
-fn scope_name(job: Option<JobId>) -> String {
-    match job {
-        Some(job) => format!("job {job}"),
-        None => "the cluster".to_owned(),
-    }
 }
 
 /// A duration field (`"6h"`, `"30s"`) of at least `min`; `null` when `nullable`.
@@ -276,30 +293,101 @@ fn object(body: Value) -> ApiResult<Map<String, Value>> {
     }
 }
 
-fn schedule_json(s: &Schedule) -> Value {
-    json!({
-        "cluster-id": s.cluster_id,
-        "job-id": s.job_id,
-        "interval": s.interval.map(|i| humantime::format_duration(i).to_string()),
-        "kind": s.kind.as_str(),
-        "target-directory": s.target_directory,
-        "format-type": s.format_type,
-        "next-due-at": s.next_due_at.map(time),
-        "last-triggered-at": s.last_triggered_at.map(time),
-    })
+fn setting_json(setting: &Setting) -> Value {
+    match setting {
+        Setting::Schedule(s) => json!({
+            "cluster-id": s.cluster_id,
+            "job-id": s.job_id,
+            "interval": s.interval.map(|i| humantime::format_duration(i).to_string()),
+            "kind": s.kind.as_str(),
+            "target-directory": s.target_directory,
+            "format-type": s.format_type,
+            "next-due-at": s.next_due_at.map(time),
+            "last-triggered-at": s.last_triggered_at.map(time),
+        }),
+        Setting::Retention(r) => json!({
+            "cluster-id": r.cluster_id,
+            "job-id": r.job_id,
+            "max-count": r.max_count,
+            "max-age": r.max_age.map(|a| humantime::format_duration(a).to_string()),
+        }),
+    }
 }
 
-async fn put_schedule(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(body): JsonValue,
+/// The 404 of a setting that is not there.
+fn no_setting(kind: SettingKind, cluster: &ClusterId, job: Option<JobId>) -> ApiError {
+    let what = match kind {
+        SettingKind::Schedule => "savepoint schedule",
+        SettingKind::Retention => "savepoint retention",
+    };
+    let whose = match job {
+        Some(job) => format!("job {job}"),
+        None => "the cluster".to_owned(),
+    };
+    ApiError::NotFound(format!("no {what} for {whose} of cluster {cluster}"))
+}
+
+async fn put_setting(
+    kind: SettingKind, State(state): State<AppState>, PathParams(params): Params,
+    JsonValue(body): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let (cluster, job) = scope(&params)?;
     let body = object(body)?;
+    let setting = match kind {
+        SettingKind::Schedule => Setting::Schedule(parse_schedule(&body, cluster, job)?),
+        SettingKind::Retention => Setting::Retention(parse_retention(&body, cluster, job)?),
+    };
+    let stored = state.store.put_setting(&setting).await?;
+    state.executor_wakeup.notify_waiters();
+    Ok(Json(setting_json(&stored)))
+}
+
+async fn get_setting(
+    kind: SettingKind, State(state): State<AppState>, PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (cluster, job) = scope(&params)?;
+    match state.store.get_setting(kind, &cluster, job).await? {
+        Some(setting) => Ok(Json(setting_json(&setting))),
+        None => Err(no_setting(kind, &cluster, job)),
+    }
+}
+
+async fn delete_setting(
+    kind: SettingKind, State(state): State<AppState>, PathParams(params): Params,
+) -> ApiResult<StatusCode> {
+    let (cluster, job) = scope(&params)?;
+    if state.store.delete_setting(kind, &cluster, job).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(no_setting(kind, &cluster, job))
+    }
+}
+
+/// `GET /v1/clusters/{cluster}/savepoint-schedules` (or `-retentions`): the cluster's
+/// setting (`job-id` null) and its jobs' overrides.
+async fn list_settings(
+    kind: SettingKind, State(state): State<AppState>, PathParams(params): Params,
+) -> ApiResult<Json<Value>> {
+    let (cluster, _) = scope(&params)?;
+    let list = state.store.list_settings(kind, &cluster).await?;
+    let list: Vec<Value> = list.iter().map(setting_json).collect();
+    let key = match kind {
+        SettingKind::Schedule => "savepoint-schedules",
+        SettingKind::Retention => "savepoint-retentions",
+    };
+    Ok(Json(json!({ key: list })))
+}
+
+/// A schedule's body: `{"interval", "kind", "target-directory", "format-type"}`.
+fn parse_schedule(
+    body: &Map<String, Value>, cluster: ClusterId, job: Option<JobId>,
+) -> ApiResult<Schedule> {
     only_fields(
-        &body,
+        body,
         &["interval", "kind", "target-directory", "format-type"],
     )?;
     // A job's override may say `"interval": null`: no schedule for that job.
-    let interval = duration_field(&body, "interval", MIN_INTERVAL, job.is_some())?;
+    let interval = duration_field(body, "interval", MIN_INTERVAL, job.is_some())?;
     if interval.is_none() && (job.is_none() || !body.contains_key("interval")) {
         return Err(ApiError::BadRequest(format!(
             "field `interval` is required (at least {}){}",
@@ -329,7 +417,7 @@ async fn put_schedule(
         Some("CHECKPOINT") => OperationKind::Checkpoint,
         _ => OperationKind::Savepoint,
     };
-    let schedule = Schedule {
+    Ok(Schedule {
         cluster_id: cluster,
         job_id: job,
         interval,
@@ -339,76 +427,14 @@ async fn put_schedule(
             .unwrap_or_else(|| "CANONICAL".to_owned()),
         next_due_at: None,
         last_triggered_at: None,
-    };
-    let stored = state.store.put_schedule(&schedule).await?;
-    state.executor_wakeup.notify_waiters();
-    Ok(Json(schedule_json(&stored)))
-}
-
-async fn get_schedule(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let (cluster, job) = scope(&params)?;
-    match state.store.get_schedule(&cluster, job).await? {
-        Some(s) => Ok(Json(schedule_json(&s))),
-        None => Err(ApiError::NotFound(format!(
-            "no savepoint schedule for {} of cluster {cluster}",
-            scope_name(job)
-        ))),
-    }
-}
-
-async fn delete_schedule(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<StatusCode> {
-    let (cluster, job) = scope(&params)?;
-    if state.store.delete_schedule(&cluster, job).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound(format!(
-            "no savepoint schedule for {} of cluster {cluster}",
-            scope_name(job)
-        )))
-    }
-}
-
-/// `GET /v1/clusters/{cluster}/savepoint-schedules`: the cluster's schedule (`job-id`
-/// null) and its jobs' overrides.
-async fn list_schedules(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let (cluster, _) = scope(&params)?;
-    let list = state.store.list_schedules(&cluster).await?;
-    let list: Vec<Value> = list.iter().map(schedule_json).collect();
-    Ok(Json(json!({ "savepoint-schedules": list })))
-}
-
-/// `GET /v1/clusters/{cluster}/savepoint-retentions`: the cluster's policy (`job-id` null)
-/// and its jobs' overrides.
-async fn list_retention(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let (cluster, _) = scope(&params)?;
-    let list = state.store.list_retention(&cluster).await?;
-    let list: Vec<Value> = list.iter().map(retention_json).collect();
-    Ok(Json(json!({ "savepoint-retentions": list })))
-}
-
-fn retention_json(r: &Retention) -> Value {
-    json!({
-        "cluster-id": r.cluster_id,
-        "job-id": r.job_id,
-        "max-count": r.max_count,
-        "max-age": r.max_age.map(|a| humantime::format_duration(a).to_string()),
     })
 }
 
-async fn put_retention(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(body): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let (cluster, job) = scope(&params)?;
-    let body = object(body)?;
-    only_fields(&body, &["max-count", "max-age"])?;
+/// A retention policy's body: `{"max-count", "max-age"}`, at least one.
+fn parse_retention(
+    body: &Map<String, Value>, cluster: ClusterId, job: Option<JobId>,
+) -> ApiResult<Retention> {
+    only_fields(body, &["max-count", "max-age"])?;
     let max_count = match body.get("max-count") {
         None | Some(Value::Null) => None,
         Some(n) => Some(
@@ -422,48 +448,18 @@ async fn put_retention(
                 })?,
         ),
     };
-    let max_age = duration_field(&body, "max-age", MIN_AGE, true)?;
+    let max_age = duration_field(body, "max-age", MIN_AGE, true)?;
     if max_count.is_none() && max_age.is_none() {
         return Err(ApiError::BadRequest(
             "at least one of `max-count` and `max-age` is required".into(),
         ));
     }
-    let retention = Retention {
+    Ok(Retention {
         cluster_id: cluster,
         job_id: job,
         max_count,
         max_age,
-    };
-    let stored = state.store.put_retention(&retention).await?;
-    state.executor_wakeup.notify_waiters();
-    Ok(Json(retention_json(&stored)))
-}
-
-async fn get_retention(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let (cluster, job) = scope(&params)?;
-    match state.store.get_retention(&cluster, job).await? {
-        Some(r) => Ok(Json(retention_json(&r))),
-        None => Err(ApiError::NotFound(format!(
-            "no savepoint retention for {} of cluster {cluster}",
-            scope_name(job)
-        ))),
-    }
-}
-
-async fn delete_retention(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<StatusCode> {
-    let (cluster, job) = scope(&params)?;
-    if state.store.delete_retention(&cluster, job).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound(format!(
-            "no savepoint retention for {} of cluster {cluster}",
-            scope_name(job)
-        )))
-    }
+    })
 }
 
 // ---- The latest savepoint ----
@@ -473,7 +469,11 @@ async fn latest_of_job(
 ) -> ApiResult<Json<Value>> {
     let (cluster, job) = scope(&params)?;
     let job = job.unwrap_or(JobId::NONE);
-    match state.store.latest_savepoint(&cluster, job).await? {
+    match state
+        .store
+        .find_operation(&cluster, FindOperation::LatestSavepoint(job))
+        .await?
+    {
         Some(op) => Ok(Json(operation_json(&op))),
         None => Err(ApiError::NotFound(format!(
             "no completed savepoint of job {job} in cluster {cluster}"
@@ -500,7 +500,7 @@ async fn latest_by_name(
         })?;
     match state
         .store
-        .latest_savepoint_by_name(&cluster, &name)
+        .find_operation(&cluster, FindOperation::LatestSavepointNamed(&name))
         .await?
     {
         Some(op) => Ok(Json(operation_json(&op))),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::ids::{ClusterId, JobId, TriggerId};
+use crate::ids::{ClusterId, JobId};
 use crate::wire::{ResultId, ResultKind};
 
 mod db;
@@ -134,24 +134,28 @@ pub trait Store: Send + Sync + 'static {
     // ---- The savepoint lifecycle (issue 16): disposals, schedules, retention, the latest
     // savepoint. ----
 
-    /// A disposal by its trigger id (Flink's disposal routes name no job).
-    async fn get_disposal(
-        &self, cluster: &ClusterId, request: TriggerId,
+    /// One operation of a cluster: a disposal by its trigger id, or a job's latest savepoint.
+    async fn find_operation(
+        &self, cluster: &ClusterId, find: FindOperation<'_>,
     ) -> StoreResult<Option<Operation>>;
 
-    /// Sets the cluster's schedule (`job_id` None) or a job's override; the next due time
-    /// is one interval from now (none without an interval).
-    async fn put_schedule(&self, schedule: &Schedule) -> StoreResult<Schedule>;
+    /// Sets a cluster's schedule or retention policy (`job_id` None) or a job's override; a
+    /// schedule's next due time is one interval from now (none without an interval).
+    async fn put_setting(&self, setting: &Setting) -> StoreResult<Setting>;
 
-    async fn get_schedule(
-        &self, cluster: &ClusterId, job: Option<JobId>,
-    ) -> StoreResult<Option<Schedule>>;
+    async fn get_setting(
+        &self, kind: SettingKind, cluster: &ClusterId, job: Option<JobId>,
+    ) -> StoreResult<Option<Setting>>;
 
-    /// The cluster's schedule and its jobs' overrides.
-    async fn list_schedules(&self, cluster: &ClusterId) -> StoreResult<Vec<Schedule>>;
+    /// The cluster's setting of that kind and its jobs' overrides, the cluster's first.
+    async fn list_settings(
+        &self, kind: SettingKind, cluster: &ClusterId,
+    ) -> StoreResult<Vec<Setting>>;
 
     /// False when there was none.
-    async fn delete_schedule(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool>;
+    async fn delete_setting(
+        &self, kind: SettingKind, cluster: &ClusterId, job: Option<JobId>,
+    ) -> StoreResult<bool>;
 
     /// Schedules whose due time has come (database clock), of every cluster.
     async fn due_schedules(&self) -> StoreResult<Vec<Schedule>>;
@@ -164,34 +168,11 @@ pub trait Store: Send + Sync + 'static {
     /// 2^retry) passed, fewer than `max` retries, no later try or due time of their job.
     async fn schedule_retries(&self, backoff: Duration, max: i32) -> StoreResult<Vec<Operation>>;
 
-    /// Sets the cluster's retention policy (`job_id` None) or a job's override.
-    async fn put_retention(&self, retention: &Retention) -> StoreResult<Retention>;
-
-    async fn get_retention(
-        &self, cluster: &ClusterId, job: Option<JobId>,
-    ) -> StoreResult<Option<Retention>>;
-
-    /// The cluster's retention policy and its jobs' overrides.
-    async fn list_retention(&self, cluster: &ClusterId) -> StoreResult<Vec<Retention>>;
-
-    /// False when there was none.
-    async fn delete_retention(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool>;
-
     /// Completed savepoints past their retention policy, never a job's newest, with no
     /// disposal open or done and the last failed one past its backoff; per cluster.
     async fn expired_savepoints(
         &self, backoff: Duration, max: i32,
     ) -> StoreResult<Vec<(ClusterId, Expired)>>;
-
-    /// The newest completed savepoint of a job with a location, not disposed of.
-    async fn latest_savepoint(
-        &self, cluster: &ClusterId, job: JobId,
-    ) -> StoreResult<Option<Operation>>;
-
-    /// The same for any job of that name (Flink's job overview, the job results).
-    async fn latest_savepoint_by_name(
-        &self, cluster: &ClusterId, name: &str,
-    ) -> StoreResult<Option<Operation>>;
 
     /// Keeps the jobs Flink's job overview showed (their names).
     async fn record_flink_jobs(&self, cluster: &ClusterId, jobs: &[FlinkJob]) -> StoreResult<()>;

@@ -384,6 +384,53 @@ pub struct Retention {
     pub max_age: Option<std::time::Duration>,
 }
 
+/// Which one operation of a cluster [`Store::find_operation`] finds.
+///
+/// [`Store::find_operation`]: super::Store::find_operation
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindOperation<'a> {
+    /// A disposal by its trigger id (Flink's disposal routes name no job).
+    Disposal(TriggerId),
+    /// The newest completed savepoint of a job (any savepoint kind) with a location, not
+    /// disposed of: what a redeploy restores from.
+    LatestSavepoint(JobId),
+    /// The same over every job of that name (Flink's job overview, scheduled operations,
+    /// the job results): a redeployed job has a new id.
+    LatestSavepointNamed(&'a str),
+}
+
+/// Which setting of a cluster (with per-job overrides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingKind {
+    Schedule,
+    Retention,
+}
+
+/// A setting of a cluster (`job_id` None) or a job's override of it: a savepoint schedule or
+/// a retention policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting {
+    Schedule(Schedule),
+    Retention(Retention),
+}
+
+impl Setting {
+    pub fn kind(&self) -> SettingKind {
+        match self {
+            Setting::Schedule(_) => SettingKind::Schedule,
+            Setting::Retention(_) => SettingKind::Retention,
+        }
+    }
+
+    /// The cluster and, for an override, the job.
+    pub fn scope(&self) -> (&ClusterId, Option<JobId>) {
+        match self {
+            Setting::Schedule(s) => (&s.cluster_id, s.job_id),
+            Setting::Retention(r) => (&r.cluster_id, r.job_id),
+        }
+    }
+}
+
 /// A job Flink reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlinkJob {

@@ -21,7 +21,7 @@ use super::migrate;
 use super::model::*;
 use super::sql::{self, Sql};
 use super::{Store, StoreError, StoreResult};
-use crate::ids::{ApplicationId, ClusterId, JobId, TriggerId};
+use crate::ids::{ApplicationId, ClusterId, JobId};
 use crate::wire::{ResultId, ResultKind};
 
 /// The store: the database's pools and the bound of every call (`--db-timeout`).
@@ -240,8 +240,29 @@ fn handle_args<'a, const N: usize>(
 
 /// The parameters of a schedule's or retention policy's key: cluster, job ('' for the
 /// cluster's own).
+/// The parameter of a statement about a whole cluster.
+fn cluster_arg(cluster: &ClusterId) -> [Arg<'_>; 1] {
+    [Arg::str(cluster.as_str())]
+}
+
 fn scope_args(cluster: &ClusterId, job: Option<JobId>) -> Vec<Arg<'_>> {
     vec![Arg::str(cluster.as_str()), Arg::text(job_column(job))]
+}
+
+/// A setting kind's statements: get (cluster, job), list (cluster), delete (cluster, job).
+fn setting_sql(kind: SettingKind) -> [Sql; 3] {
+    match kind {
+        SettingKind::Schedule => [
+            sql::SCHEDULES_GET,
+            sql::SCHEDULES_LIST,
+            sql::SCHEDULES_DELETE,
+        ],
+        SettingKind::Retention => [
+            sql::RETENTION_GET,
+            sql::RETENTION_LIST,
+            sql::RETENTION_DELETE,
+        ],
+    }
 }
 
 /// The parameters of a result-store entry's key: cluster, id.
@@ -380,7 +401,7 @@ impl Store for SqlStore {
                 sql::JOB_RESULTS_GET,
                 sql::APPLICATION_RESULTS_GET,
             );
-            entry(self.read_one(get, &result_args(cluster, id)).await?)
+            entry(self.one(Side::Read, get, &result_args(cluster, id)).await?)
         })
         .await
     }
@@ -594,7 +615,7 @@ impl Store for SqlStore {
     async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>> {
         self.within(async {
             let args = [Arg::str(owner), Arg::millis(lease)];
-            self.write_one(sql::OPERATIONS_CLAIM, &args).await
+            self.one(Side::Write, sql::OPERATIONS_CLAIM, &args).await
         })
         .await
     }
@@ -653,46 +674,79 @@ impl Store for SqlStore {
     }
 
     async fn get_cluster(&self, cluster: &ClusterId) -> StoreResult<Option<ClusterConfig>> {
-        let args = [Arg::str(cluster.as_str())];
-        self.within(self.read_one(sql::CLUSTERS_GET, &args)).await
+        self.within(self.one(Side::Read, sql::CLUSTERS_GET, &cluster_arg(cluster)))
+            .await
     }
 
-    async fn get_disposal(
-        &self, cluster: &ClusterId, request: TriggerId,
+    async fn find_operation(
+        &self, cluster: &ClusterId, find: FindOperation<'_>,
     ) -> StoreResult<Option<Operation>> {
-        self.read_keyed(sql::OPERATIONS_GET_DISPOSAL, cluster, request)
+        let (sql, key) = match find {
+            FindOperation::Disposal(request) => (sql::OPERATIONS_GET_DISPOSAL, request.to_string()),
+            FindOperation::LatestSavepoint(job) => {
+                (sql::OPERATIONS_LATEST_SAVEPOINT, job.to_string())
+            }
+            FindOperation::LatestSavepointNamed(name) => {
+                (sql::OPERATIONS_LATEST_SAVEPOINT_BY_NAME, name.to_owned())
+            }
+        };
+        self.read_keyed(sql, cluster, key).await
+    }
+
+    async fn put_setting(&self, setting: &Setting) -> StoreResult<Setting> {
+        let (cluster, job) = setting.scope();
+        let mut args = scope_args(cluster, job);
+        let sql = match setting {
+            Setting::Schedule(s) => {
+                args.extend([
+                    Arg::OptInt(s.interval.map(millis)),
+                    Arg::str(s.kind.as_str()),
+                    Arg::opt_str(s.target_directory.as_deref()),
+                    Arg::str(&s.format_type),
+                ]);
+                sql::SCHEDULES_PUT
+            }
+            Setting::Retention(r) => {
+                args.extend([
+                    Arg::OptInt(r.max_count.map(i64::from)),
+                    Arg::OptInt(r.max_age.map(millis)),
+                ]);
+                sql::RETENTION_PUT
+            }
+        };
+        let put = self.settings(setting.kind(), Side::Write, sql, &args);
+        self.within(async {
+            put.await?
+                .pop()
+                .ok_or(StoreError::Database(sqlx::Error::RowNotFound))
+        })
+        .await
+    }
+
+    async fn get_setting(
+        &self, kind: SettingKind, cluster: &ClusterId, job: Option<JobId>,
+    ) -> StoreResult<Option<Setting>> {
+        let args = scope_args(cluster, job);
+        let [get, _, _] = setting_sql(kind);
+        let row = self.settings(kind, Side::Read, get, &args);
+        self.within(async { Ok(row.await?.pop()) }).await
+    }
+
+    async fn list_settings(
+        &self, kind: SettingKind, cluster: &ClusterId,
+    ) -> StoreResult<Vec<Setting>> {
+        let [_, list, _] = setting_sql(kind);
+        self.within(self.settings(kind, Side::Read, list, &cluster_arg(cluster)))
             .await
     }
 
-    async fn put_schedule(&self, s: &Schedule) -> StoreResult<Schedule> {
-        let mut args = scope_args(&s.cluster_id, s.job_id);
-        let interval = s.interval.map(millis);
-        args.extend([Arg::OptInt(interval), Arg::str(s.kind.as_str())]);
-        args.extend([
-            Arg::opt_str(s.target_directory.as_deref()),
-            Arg::str(&s.format_type),
-        ]);
-        let put = self.upsert::<ScheduleRow>(sql::SCHEDULES_PUT, &args);
-        self.within(async { Ok(put.await?.into()) }).await
-    }
-
-    async fn get_schedule(
-        &self, cluster: &ClusterId, job: Option<JobId>,
-    ) -> StoreResult<Option<Schedule>> {
-        self.get_scoped::<ScheduleRow, _>(sql::SCHEDULES_GET, cluster, job)
-            .await
-    }
-
-    async fn list_schedules(&self, cluster: &ClusterId) -> StoreResult<Vec<Schedule>> {
-        let args = [Arg::str(cluster.as_str())];
-        let rows = self.read_all::<ScheduleRow>(Side::Read, sql::SCHEDULES_LIST, &args);
-        self.within(async { Ok(rows.await?.into_iter().map(Schedule::from).collect()) })
-            .await
-    }
-
-    async fn delete_schedule(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool> {
-        self.delete_scoped(sql::SCHEDULES_DELETE, cluster, job)
-            .await
+    async fn delete_setting(
+        &self, kind: SettingKind, cluster: &ClusterId, job: Option<JobId>,
+    ) -> StoreResult<bool> {
+        let args = scope_args(cluster, job);
+        let [_, _, delete] = setting_sql(kind);
+        let deleted = self.db.execute(delete, &args);
+        self.within(async { Ok(deleted.await? > 0) }).await
     }
 
     async fn due_schedules(&self) -> StoreResult<Vec<Schedule>> {
@@ -720,35 +774,6 @@ impl Store for SqlStore {
             .await
     }
 
-    async fn get_retention(
-        &self, cluster: &ClusterId, job: Option<JobId>,
-    ) -> StoreResult<Option<Retention>> {
-        self.get_scoped::<RetentionRow, _>(sql::RETENTION_GET, cluster, job)
-            .await
-    }
-
-    async fn list_retention(&self, cluster: &ClusterId) -> StoreResult<Vec<Retention>> {
-        let args = [Arg::str(cluster.as_str())];
-        let rows = self.read_all::<RetentionRow>(Side::Read, sql::RETENTION_LIST, &args);
-        self.within(async { Ok(rows.await?.into_iter().map(Retention::from).collect()) })
-            .await
-    }
-
-    async fn delete_retention(&self, cluster: &ClusterId, job: Option<JobId>) -> StoreResult<bool> {
-        self.delete_scoped(sql::RETENTION_DELETE, cluster, job)
-            .await
-    }
-
-    async fn put_retention(&self, r: &Retention) -> StoreResult<Retention> {
-        let mut args = scope_args(&r.cluster_id, r.job_id);
-        args.extend([
-            Arg::OptInt(r.max_count.map(i64::from)),
-            Arg::OptInt(r.max_age.map(millis)),
-        ]);
-        let put = self.upsert::<RetentionRow>(sql::RETENTION_PUT, &args);
-        self.within(async { Ok(put.await?.into()) }).await
-    }
-
     async fn expired_savepoints(
         &self, backoff: Duration, max: i32,
     ) -> StoreResult<Vec<(ClusterId, Expired)>> {
@@ -768,20 +793,6 @@ impl Store for SqlStore {
                 .collect())
         })
         .await
-    }
-
-    async fn latest_savepoint(
-        &self, cluster: &ClusterId, job: JobId,
-    ) -> StoreResult<Option<Operation>> {
-        self.read_keyed(sql::OPERATIONS_LATEST_SAVEPOINT, cluster, job)
-            .await
-    }
-
-    async fn latest_savepoint_by_name(
-        &self, cluster: &ClusterId, name: &str,
-    ) -> StoreResult<Option<Operation>> {
-        self.read_keyed(sql::OPERATIONS_LATEST_SAVEPOINT_BY_NAME, cluster, name)
-            .await
     }
 
     async fn record_flink_jobs(&self, cluster: &ClusterId, jobs: &[FlinkJob]) -> StoreResult<()> {
@@ -817,7 +828,7 @@ impl Store for SqlStore {
                 Arg::str(holder),
                 Arg::millis(duration),
             ];
-            self.write_one(sql::HA_LEASE_ACQUIRE, &args).await
+            self.one(Side::Write, sql::HA_LEASE_ACQUIRE, &args).await
         })
         .await
     }
@@ -877,13 +888,12 @@ impl Store for SqlStore {
     async fn get_leader_info(
         &self, cluster: &ClusterId, component: &str,
     ) -> StoreResult<Option<LeaderInfo>> {
-        let args = [Arg::str(cluster.as_str()), Arg::str(component)];
-        self.within(self.read_one(sql::HA_LEADER_INFO_GET, &args))
+        self.read_keyed(sql::HA_LEADER_INFO_GET, cluster, component)
             .await
     }
 
     async fn list_leader_info(&self, cluster: &ClusterId) -> StoreResult<Vec<LeaderInfo>> {
-        let args = [Arg::str(cluster.as_str())];
+        let args = cluster_arg(cluster);
         self.within(self.read_all(Side::Read, sql::HA_LEADER_INFO_LIST, &args))
             .await
     }
@@ -1072,40 +1082,42 @@ impl SqlStore {
         &self, sql: Sql, cluster: &ClusterId, key: impl ToString,
     ) -> StoreResult<Option<T>> {
         let args = [Arg::str(cluster.as_str()), Arg::text(key)];
-        self.within(self.read_one(sql, &args)).await
+        self.within(self.one(Side::Read, sql, &args)).await
     }
 
-    /// A cluster's (`job` None) or a job's schedule or retention policy.
-    async fn get_scoped<R: Decoded, T: From<R>>(
-        &self, sql: Sql, cluster: &ClusterId, job: Option<JobId>,
+    /// The settings of one kind a statement answers.
+    async fn settings(
+        &self, kind: SettingKind, side: Side, sql: Sql, args: &[Arg<'_>],
+    ) -> StoreResult<Vec<Setting>> {
+        match kind {
+            SettingKind::Schedule => {
+                let wrap = |r: ScheduleRow| Setting::Schedule(r.into());
+                self.read_all_as(side, sql, args, wrap).await
+            }
+            SettingKind::Retention => {
+                let wrap = |r: RetentionRow| Setting::Retention(r.into());
+                self.read_all_as(side, sql, args, wrap).await
+            }
+        }
+    }
+
+    /// Every row a statement answers, each made a `T`.
+    async fn read_all_as<R: Decoded, T>(
+        &self, side: Side, sql: Sql, args: &[Arg<'_>], f: impl Fn(R) -> T + Send,
+    ) -> StoreResult<Vec<T>> {
+        Ok(self
+            .read_all(side, sql, args)
+            .await?
+            .into_iter()
+            .map(f)
+            .collect())
+    }
+
+    /// A statement that answers at most one row (a write on the writer's side).
+    async fn one<T: Decoded>(
+        &self, side: Side, sql: Sql, args: &[Arg<'_>],
     ) -> StoreResult<Option<T>> {
-        let args = scope_args(cluster, job);
-        let row = self.read_one::<R>(sql, &args);
-        self.within(async { Ok(row.await?.map(T::from)) }).await
-    }
-
-    /// Removes a cluster's (`job` None) or a job's schedule or retention policy.
-    async fn delete_scoped(
-        &self, sql: Sql, cluster: &ClusterId, job: Option<JobId>,
-    ) -> StoreResult<bool> {
-        let args = scope_args(cluster, job);
-        let deleted = self.db.execute(sql, &args);
-        self.within(async { Ok(deleted.await? > 0) }).await
-    }
-
-    /// An insert-or-update that answers its row.
-    async fn upsert<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<T> {
-        let row = self.db.optional(Side::Write, sql, args).await?;
-        row.ok_or(StoreError::Database(sqlx::Error::RowNotFound))
-    }
-
-    /// A write that answers at most one row.
-    async fn write_one<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<Option<T>> {
-        Ok(self.db.optional(Side::Write, sql, args).await?)
-    }
-
-    async fn read_one<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<Option<T>> {
-        Ok(self.db.optional(Side::Read, sql, args).await?)
+        Ok(self.db.optional(side, sql, args).await?)
     }
 
     async fn read_all<T: Decoded>(

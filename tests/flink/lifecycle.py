@@ -13,7 +13,6 @@ Flink cluster (one JobManager, one TaskManager), two unbounded jobs.
 import json
 import os
 import re
-import time
 
 from harness import Fail, Proc, expect, free_port, http, log, snippet, wait_for
 
@@ -228,15 +227,8 @@ def chk_cli_stop(s, job, folder):
 
 
 def run(ctx):
-    flink = ctx.flink()
-    ctx.require("probe job built", flink.probe_jar)
     db = ctx.postgres.create_database("jobstore_lifecycle")
-    sp_dir = ctx.path("sp")
-    os.makedirs(sp_dir)
-    cluster = ctx.cluster("flink", {"execution.checkpointing.dir": f"file://{ctx.path('checkpoints')}"})
-    t0 = time.time()
-    ctx.require("Flink cluster (1 JobManager, 1 TaskManager) starts",
-                lambda: f"{cluster.start().rest} after {time.time() - t0:.0f}s")
+    cluster, sp_dir = ctx.session_cluster({"execution.checkpointing.dir": f"file://{ctx.path('checkpoints')}"})
     listen_port = free_port()
     store = ctx.jobstore("jobstore", db.url(), [
         "--cluster-id", "default", "--flink-rest-url", cluster.rest, "--savepoint-dir", f"file://{sp_dir}",

@@ -28,7 +28,7 @@ processes, all stopped by pid when the suite ends (also on a failure, Ctrl-C or 
 Adding a suite: a file here with a docstring (what it shows) and `run(ctx)`, and its name in
 SUITES below. ctx (Context) has check / require / ok (the lines), path() (its scratch folder),
 postgres.create_database(), postgres_proxy(), jobstore(name, url, flags), cluster(name, conf,
-jobmanagers, taskmanagers, extra_jars), flink() (probe_jar, plugin_jar, test classes, FaultProxy
+jobmanagers, taskmanagers, extra_jars), session_cluster(conf), flink() (probe_jar, plugin_jar, test classes, FaultProxy
 in flink.py) and zookeeper(); ha.py has what the HA suites share (failover, entries in API and
 SQL). Every process is a Proc (harness.py): term / kill / pause / resume by pid; the services
 are in services.py (Postgres, TcpProxy, Jobstore, ZooKeeper) and flink.py.
@@ -142,6 +142,18 @@ class Context:
         """A TcpProxy to the PostgreSQL server: give jobstore db.url(*proxy.address), then
         proxy.outage() / hang() / drop() make the database unreachable for it alone."""
         return services.TcpProxy(name, (self.postgres.host, self.postgres.port))
+
+    def session_cluster(self, conf=None):
+        """The probe job built, a savepoint folder (`sp` in the suite's folder) and a started
+        Flink session cluster `flink` (one JobManager, one TaskManager): (cluster, folder)."""
+        self.require("probe job built", self.flink().probe_jar)
+        sp_dir = self.path("sp")
+        os.makedirs(sp_dir)
+        cluster = self.cluster("flink", conf)
+        t0 = time.time()
+        self.require("Flink cluster (1 JobManager, 1 TaskManager) starts",
+                     lambda: f"{cluster.start().rest} after {time.time() - t0:.0f}s")
+        return cluster, sp_dir
 
     def cluster(self, name, conf=None, jobmanagers=1, taskmanagers=1, extra_jars=()):
         """A Flink cluster (not started yet) in the suite's folder."""

@@ -277,15 +277,8 @@ def forgot_checks(ctx, b):
 
 
 def run(ctx):
-    flink = ctx.flink()
-    ctx.require("probe job built", flink.probe_jar)
     db = ctx.postgres.create_database("jobstore_flink")
-    sp_dir = ctx.path("sp")
-    os.makedirs(sp_dir)
-    cluster = ctx.cluster("flink")
-    t0 = time.time()
-    ctx.require("Flink cluster (1 JobManager, 1 TaskManager) starts",
-                lambda: f"{cluster.start().rest} after {time.time() - t0:.0f}s")
+    cluster, sp_dir = ctx.session_cluster()
     ctx.require("the Flink cluster has no default savepoint directory (this suite needs it unset)",
                 lambda: expect(not re.search(r"savepoint-dir|state\.savepoints\.dir", cluster.config_text()),
                                "execution.checkpointing.savepoint-dir is configured"))
