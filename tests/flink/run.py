@@ -17,6 +17,10 @@ Suites (one file each in this folder):
   plugin-zookeeper   the plugin's jobstore.ha.mode zookeeper on a real ZooKeeper: failover of
                      two JobManagers, dirty-entry recovery, two jobstore replicas, beside
                      Flink's own ZooKeeper HA (plugin_zookeeper.py)
+  plugin-jobstore    the plugin's jobstore.ha.mode jobstore, no ZooKeeper: one leader, SIGKILL
+                     failover, split brain (SIGSTOP/SIGCONT), a jobstore replica killed,
+                     database outages shorter and longer than the lease, cancel and cleanup;
+                     failover times beside Flink's own ZooKeeper HA (plugin_jobstore.py)
 
 One Flink install, one jobstore binary, one build of the probe job and of the plugin, and one
 ZooKeeper serve every suite of a run. Each suite has its own scratch folder, databases and
@@ -38,7 +42,8 @@ Env:   JOBSTORE_BIN          jobstore binary (default: $CARGO_TARGET_DIR or targ
                              5432 postgres; trust auth): each suite creates databases with
                              random names and drops them
        KEEP_SCRATCH=1        keep the scratch folder (logs, savepoints); its path is logged
-       BENCH_OUT=FILE        plugin-zookeeper writes the failover figures there as JSON
+       BENCH_OUT=FILE        plugin-zookeeper and plugin-jobstore write their failover figures
+                             there, as JSON under the suite's name
 Needs: java, javac and jar (17), psql, python3; apt-get for ZooKeeper when it is missing.
 Prints "ok - SUITE: ..." / "not ok - SUITE: ..." per check, "# SUITE: N passed, M failed in S s"
 per suite, and last "N passed, M failed"; exits 0 only when every check passed.
@@ -65,6 +70,7 @@ SUITES = {
     "savepoints": "savepoints",
     "plugin-standalone": "plugin_standalone",
     "plugin-zookeeper": "plugin_zookeeper",
+    "plugin-jobstore": "plugin_jobstore",
 }
 
 
