@@ -21,6 +21,28 @@ def latest_checkpoint(ckdir, job):
     return (completed_checkpoints(ckdir, job) or [0])[-1]
 
 
+def start_pair(ctx, cluster, what):
+    """Starts a cluster of two JobManagers (a required check: one leads, every TaskManager
+    registered), then waits until the standby's REST endpoint answers: (leader, standby)."""
+    log(f"starting {cluster.name}: {what}")
+    ctx.require(f"{what}: 2 JobManagers and 1 TaskManager up, one leads",
+                lambda: (lambda j: f"leader {j.name}, REST {j.rest}")(cluster.start()))
+    leader = cluster.leader()
+    standby = cluster.others(leader)[0]
+    wait_for(f"{cluster.name}: the standby's REST endpoint answers", lambda: status_of(standby.rest + "/overview") == 200,
+             120)
+    return leader, standby
+
+
+def probe_job(cluster, jm, ckdir):
+    """Submits the checkpointed unbounded probe job (50 records/s, a checkpoint every second),
+    waits until it runs and 2 checkpoints completed: the job id."""
+    job = cluster.submit(0, 50, "probe-ha", 0, -1, 1000, jm=jm)
+    wait_for(f"job {job} RUNNING", lambda: cluster.job_running(job, jm), 120)
+    wait_for("2 checkpoints", lambda: latest_checkpoint(ckdir, job) >= 2, 90)
+    return job
+
+
 def failover(cluster, job, ckdir, settled=None):
     """Kills the leader right after a checkpoint: (old, new, latest checkpoint id, seconds until
     the standby answers as leader, seconds until the job runs again, the 1-minute load average
@@ -63,6 +85,16 @@ def checkpoints_continue(ckdir, job, after, timeout=60):
     return f"next completed checkpoint id {nxt} > {after}"
 
 
+def check_recovery(ctx, label, cluster, job, ckdir, old, new, latest):
+    """The checks after a failover from `old` to `new`: the job restored from `latest`, the
+    checkpoint ids go on, and `flink list -r` with the killed JobManager's configuration finds it."""
+    ctx.check(f"{label} the job was restored from the latest checkpoint before the kill (Flink's latest.restored.id)",
+              restored_from, cluster, job, new, latest)
+    ctx.check(f"{label} checkpoint ids continue after the restore", checkpoints_continue, ckdir, job, latest)
+    ctx.check(f"{label} flink list -r with the killed JobManager's configuration finds the job (client HA services)",
+              flink_list, cluster.flink, old, job, os.path.join(cluster.dir, "cli-log"))
+
+
 def flink_list(flink, jm, job, log_dir):
     """`flink list -r` with a (killed) JobManager's config.yaml, whose rest.port is dead: only the
     mode's client HA services can lead the CLI to the leader. The line of the running job."""
@@ -91,18 +123,8 @@ def zookeeper_failover(ctx, name, label, conf):
         "execution.checkpointing.dir": f"file://{ckdir}",
         "execution.checkpointing.num-retained": "1",
     }, **conf), jobmanagers=2)
-    log(f"starting {name} (high-availability.type: zookeeper)")
-    ctx.require(f"{label} Flink's own high-availability.type zookeeper, 2 JobManagers and 1 TaskManager up",
-                lambda: f"leader {cluster.start().name}")
-    leader = cluster.leader()
-    wait_for(f"{name} standby REST", lambda: status_of(cluster.others(leader)[0].rest + "/overview") == 200, 120)
-
-    def job_runs():
-        j = cluster.submit(0, 50, "probe-ha", 0, -1, 1000, jm=leader)
-        wait_for("RUNNING", lambda: cluster.job_running(j, leader), 120)
-        return j
-    job = ctx.require(f"{label} the same checkpointed job runs", job_runs)
-    wait_for("2 checkpoints", lambda: latest_checkpoint(ckdir, job) >= 2, 90)
+    leader, _ = start_pair(ctx, cluster, f"{label} Flink's own high-availability.type zookeeper")
+    job = ctx.require(f"{label} the same checkpointed job runs, 2 checkpoints", probe_job, cluster, leader, ckdir)
     box = []
 
     def kill():

@@ -36,9 +36,8 @@ import os
 import re
 import time
 
-from ha import (checkpoints_continue, completed_checkpoints, failover, flink_list, in_use_replica,
-                latest_checkpoint, no_fatal, restored_from, sql_state, wait_api_state, write_bench,
-                zookeeper_failover)
+from ha import (check_recovery, checkpoints_continue, failover, in_use_replica, latest_checkpoint, no_fatal, probe_job,
+                restored_from, sql_state, start_pair, wait_api_state, write_bench, zookeeper_failover)
 from flink import PLUGIN_FACTORY
 from harness import expect, get_json, http, log, random_hex, snippet, status_of, wait_for
 from services import HttpRecorder
@@ -226,15 +225,10 @@ def run(ctx):
     js = Js(db, cid, r2.url)
     cluster = ctx.cluster("jobstore", dict(conf(cid, ckdir, LEASE, RENEW), **{
         "execution.checkpointing.tolerable-failed-checkpoints": "1000"}), jobmanagers=2, extra_jars=[flink.plugin_jar()])
-    log("starting the cluster (2 JobManagers, 1 TaskManager, jobstore.ha.mode jobstore, lease 15 s / 5 s)")
-    ctx.require("cluster: 2 JobManagers and 1 TaskManager up, one leader elected",
-                lambda: (lambda j: f"leader {j.name}, REST {j.rest}")(cluster.start()))
-    leader = cluster.leader()
-    standby = cluster.others(leader)[0]
+    leader, standby = start_pair(ctx, cluster, f"cluster, jobstore.ha.mode jobstore, lease {LEASE} s / {RENEW} s")
 
     # (1) one leader, the job, its HA data in jobstore ------------------------------------------------
     def one_leader():
-        wait_for("the standby's REST endpoint answers", lambda: status_of(standby.rest + "/overview") == 200, 120)
         time.sleep(2)
         epoch = epoch_led(leader, cid)
         expect(epoch and not epoch_led(standby, cid) and not terms(standby, cid),
@@ -250,12 +244,8 @@ def run(ctx):
         and "zookeeper" not in p.log_text().lower() for p in cluster.jms + cluster.tms),
         "a log lacks the jobstore mode's line or mentions ZooKeeper") and "2 JobManager and 1 TaskManager logs")
 
-    job = ctx.require("(1) the checkpointed unbounded probe job is submitted",
-                      lambda: cluster.submit(0, 50, "probe-ha", 0, -1, 1000, jm=leader))
-    ctx.require("(1) the job runs", lambda: wait_for("RUNNING", lambda: cluster.job_running(job, leader), 120)
-                and f"job {job} RUNNING")
-    ctx.require("(1) at least 2 checkpoints complete", lambda: "ids " + str(wait_for(
-        "2 checkpoints", lambda: latest_checkpoint(ckdir, job) >= 2 and completed_checkpoints(ckdir, job), 90)))
+    job = ctx.require("(1) the checkpointed unbounded probe job runs, 2 checkpoints complete", probe_job, cluster, leader,
+                      ckdir)
 
     def in_jobstore():
         plans = [h["name"] for h in js.ha("state-handles/execution-plan")["state-handles"]]
@@ -298,11 +288,7 @@ def run(ctx):
                f"{new.name} leads with epoch {epoch} (before: {epoch1}); ha_leaders: {h} epoch {e} live {live}")
         return f"epoch {epoch1} -> {epoch} ({new.name}'s log and ha_leaders)"
     ctx.check("(2) the standby leads with a new epoch", epoch_up)
-    ctx.check("(2) the job was restored from the latest checkpoint before the kill (Flink's latest.restored.id)",
-              restored_from, cluster, job, new, latest)
-    ctx.check("(2) checkpoint ids continue after the restore", checkpoints_continue, ckdir, job, latest)
-    ctx.check("(2) flink list -r with the killed JobManager's configuration finds the job through jobstore",
-              flink_list, flink, old, job, ctx.path("cli-log"))
+    check_recovery(ctx, "(2)", cluster, job, ckdir, old, new, latest)
     old.start()
 
     def restarted_standby():
@@ -543,17 +529,8 @@ def run(ctx):
     js_s = Js(db, cid_s, r2.url)
     short = ctx.cluster("jobstore-short", conf(cid_s, ckdir_s, SHORT_LEASE, SHORT_RENEW), jobmanagers=2,
                         extra_jars=[flink.plugin_jar()])
-    ctx.require(f"(7) cluster with lease {SHORT_LEASE} s / renew {SHORT_RENEW} s up",
-                lambda: f"leader {short.start().name}")
-    s_leader = short.leader()
-    wait_for("standby REST", lambda: status_of(short.others(s_leader)[0].rest + "/overview") == 200, 120)
-
-    def short_job():
-        j = short.submit(0, 50, "probe-ha", 0, -1, 1000, jm=s_leader)
-        wait_for("RUNNING", lambda: short.job_running(j, s_leader), 120)
-        wait_for("2 checkpoints", lambda: latest_checkpoint(ckdir_s, j) >= 2, 90)
-        return j
-    sjob = ctx.require("(7) the same checkpointed job runs", short_job)
+    s_leader, _ = start_pair(ctx, short, f"(7) cluster with lease {SHORT_LEASE} s / renew {SHORT_RENEW} s")
+    sjob = ctx.require("(7) the same checkpointed job runs, 2 checkpoints", probe_job, short, s_leader, ckdir_s)
     e_before = epoch_led(s_leader, cid_s)
     box = []
 

@@ -25,8 +25,8 @@ import time
 
 import flink as flinklib
 from flink import LEADER_LINE, PLUGIN_FACTORY
-from ha import (api_state, checkpoints_continue, completed_checkpoints, entry, failover, flink_list, in_use_replica,
-                latest_checkpoint, no_fatal, restored_from, sql_state, wait_api_state, write_bench, zookeeper_failover)
+from ha import (api_state, check_recovery, entry, failover, in_use_replica, no_fatal, probe_job, sql_state, start_pair,
+                wait_api_state, write_bench, zookeeper_failover)
 from harness import expect, http, log, random_hex, snippet, status_of, wait_for
 
 
@@ -66,14 +66,9 @@ def run(ctx):
         "high-availability.storageDir": f"file://{ctx.path('ha-plugin')}",
         "execution.checkpointing.dir": f"file://{ckdir}",
     }), jobmanagers=2, extra_jars=[flink.plugin_jar()])
-    log("starting the plugin cluster (2 JobManagers, 1 TaskManager, jobstore.ha.mode zookeeper)")
-    ctx.require("plugin cluster: 2 JobManagers and 1 TaskManager up, one leader elected",
-                lambda: (lambda j: f"leader {j.name}, REST {j.rest}")(plugin.start()))
-    leader = plugin.leader()
-    standby = plugin.others(leader)[0]
+    leader, standby = start_pair(ctx, plugin, "plugin cluster, jobstore.ha.mode zookeeper")
 
     def one_leader():
-        wait_for("the standby's REST endpoint answers", lambda: status_of(standby.rest + "/overview") == 200, 120)
         time.sleep(3)
         expect(leader.leads() and not standby.leads(),
                f"leader logs: {leader.name}={leader.leads()} {standby.name}={standby.leads()}")
@@ -88,12 +83,7 @@ def run(ctx):
         "ZooKeeperLeaderElectionHaServices" in plugin.tm.log_text(), "not in the TaskManager log"))
 
     # (1) failover ------------------------------------------------------------------------------
-    job = ctx.require("(1) a checkpointed unbounded job is submitted",
-                      lambda: plugin.submit(0, 50, "probe-ha", 0, -1, 1000, jm=leader))
-    ctx.require("(1) the job runs", lambda: wait_for("RUNNING", lambda: plugin.job_running(job, leader), 120)
-                and f"job {job} RUNNING")
-    ctx.require("(1) checkpoints complete", lambda: "ids " + str(wait_for(
-        "2 checkpoints", lambda: latest_checkpoint(ckdir, job) >= 2 and completed_checkpoints(ckdir, job), 90)))
+    job = ctx.require("(1) a checkpointed unbounded job runs, 2 checkpoints complete", probe_job, plugin, leader, ckdir)
     box = []
 
     def first_failover():
@@ -105,10 +95,7 @@ def run(ctx):
     old, new, latest, t_leader, t_running, load = box[0]
     figures["plugin"] = {"leader_answering_s": round(t_leader, 1), "job_running_s": round(t_running, 1),
                          "load": round(load, 2)}
-    ctx.check("(1) the job was restored from its latest checkpoint", restored_from, plugin, job, new, latest)
-    ctx.check("(1) checkpoint ids continue after the restore", checkpoints_continue, ckdir, job, latest)
-    ctx.check("(1) flink list -r (the mode's client HA services) finds the new leader and the running job",
-              flink_list, flink, old, job, ctx.path("cli-log"))
+    check_recovery(ctx, "(1)", plugin, job, ckdir, old, new, latest)
 
     old.start()
 

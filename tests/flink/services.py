@@ -284,14 +284,17 @@ class HttpRecorder:
                     status, answer = 502, json.dumps({"errors": [f"proxy: upstream: {e!r}"]}).encode()
                     out = [("Content-Type", "application/json")]
                 recorder._record(self.command, self.path, body, status)
-                self.send_response(status)
-                for k, v in out:
-                    self.send_header(k, v)
-                if status != 304:
-                    self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                if status != 304 and self.command != "HEAD":
-                    self.wfile.write(answer)
+                try:
+                    self.send_response(status)
+                    for k, v in out:
+                        self.send_header(k, v)
+                    if status != 304:
+                        self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    if status != 304 and self.command != "HEAD":
+                        self.wfile.write(answer)
+                except OSError:  # the client went away (e.g. a JobManager killed during its long poll)
+                    self.close_connection = True
 
             do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = forward
 
