@@ -28,8 +28,10 @@ PROBE_SRC = os.path.join(REPO, "scripts", "flink", "probe-job")
 PROBE_MAIN = "jobstore.probe.ProbeJob"
 PLUGIN_FACTORY = "io.jobstore.flink.ha.JobstoreHaServicesFactory"  # high-availability.type
 TERMINAL = ("FINISHED", "FAILED", "CANCELED", "SUSPENDED")
-# Logged by a JobManager when its ResourceManager service is granted leadership.
+# Logged by a JobManager when its ResourceManager service is granted leadership, and when
+# that leadership is revoked.
 LEADER_LINE = "Resource manager service is granted leadership"
+REVOKED_LINE = "Resource manager service is revoked leadership"
 
 
 def cache_dir():
@@ -271,7 +273,10 @@ class FlinkProcess(Service):
             return fh.read()
 
     def leads(self):
-        return LEADER_LINE in self.log_text()
+        """Whether this start of the process leads now, by its log: it logged the grant of
+        leadership, and no revocation after the last grant."""
+        text = self.log_text()
+        return text.rfind(LEADER_LINE) > text.rfind(REVOKED_LINE)
 
     def fatal_lines(self):
         return [line for line in self.log_text().splitlines()

@@ -19,16 +19,14 @@ Flink reaches replica 1 through FaultProxy (pass-through; it can hold mark-clean
 dirty state can be observed, and answers 502 while its jobstore is down) and replica 2 directly:
 jobstore.url = "http://<proxy>,http://<replica 2>".
 """
-import json
 import os
 import re
-import subprocess
 import time
 
 import flink as flinklib
 from flink import LEADER_LINE, PLUGIN_FACTORY
-from ha import (api_state, completed_checkpoints, entry, failover, in_use_replica, latest_checkpoint, no_fatal,
-                sql_state, wait_api_state)
+from ha import (api_state, check_recovery, entry, failover, in_use_replica, no_fatal, probe_job, sql_state, start_pair,
+                wait_api_state, write_bench, zookeeper_failover)
 from harness import expect, http, log, random_hex, snippet, status_of, wait_for
 
 
@@ -68,14 +66,9 @@ def run(ctx):
         "high-availability.storageDir": f"file://{ctx.path('ha-plugin')}",
         "execution.checkpointing.dir": f"file://{ckdir}",
     }), jobmanagers=2, extra_jars=[flink.plugin_jar()])
-    log("starting the plugin cluster (2 JobManagers, 1 TaskManager, jobstore.ha.mode zookeeper)")
-    ctx.require("plugin cluster: 2 JobManagers and 1 TaskManager up, one leader elected",
-                lambda: (lambda j: f"leader {j.name}, REST {j.rest}")(plugin.start()))
-    leader = plugin.leader()
-    standby = plugin.others(leader)[0]
+    leader, standby = start_pair(ctx, plugin, "plugin cluster, jobstore.ha.mode zookeeper")
 
     def one_leader():
-        wait_for("the standby's REST endpoint answers", lambda: status_of(standby.rest + "/overview") == 200, 120)
         time.sleep(3)
         expect(leader.leads() and not standby.leads(),
                f"leader logs: {leader.name}={leader.leads()} {standby.name}={standby.leads()}")
@@ -90,12 +83,7 @@ def run(ctx):
         "ZooKeeperLeaderElectionHaServices" in plugin.tm.log_text(), "not in the TaskManager log"))
 
     # (1) failover ------------------------------------------------------------------------------
-    job = ctx.require("(1) a checkpointed unbounded job is submitted",
-                      lambda: plugin.submit(0, 50, "probe-ha", 0, -1, 1000, jm=leader))
-    ctx.require("(1) the job runs", lambda: wait_for("RUNNING", lambda: plugin.job_running(job, leader), 120)
-                and f"job {job} RUNNING")
-    ctx.require("(1) checkpoints complete", lambda: "ids " + str(wait_for(
-        "2 checkpoints", lambda: latest_checkpoint(ckdir, job) >= 2 and completed_checkpoints(ckdir, job), 90)))
+    job = ctx.require("(1) a checkpointed unbounded job runs, 2 checkpoints complete", probe_job, plugin, leader, ckdir)
     box = []
 
     def first_failover():
@@ -104,33 +92,10 @@ def run(ctx):
         return f"{r[1].name} leads {r[3]:.1f}s after the kill, job {job} RUNNING again after {r[4]:.1f}s"
     ctx.require("(1) SIGKILL of the leader: the standby takes over and the job runs again under the same job id",
                 first_failover)
-    old, new, latest, t_leader, t_running = box[0]
-    figures["plugin"] = {"leader_answering_s": round(t_leader, 1), "job_running_s": round(t_running, 1)}
-
-    def restored():
-        stats = wait_for("restored checkpoint in the statistics",
-                         lambda: (plugin.checkpoints(job, new).get("latest") or {}).get("restored"), 60)
-        expect(stats.get("id") == latest and not stats.get("is_savepoint"),
-               f"restored {stats}, latest completed before the kill was {latest}")
-        return f"restored checkpoint {stats['id']} = latest completed before the kill"
-    ctx.check("(1) the job was restored from its latest checkpoint", restored)
-    ctx.check("(1) checkpoint ids continue after the restore", lambda: "next completed checkpoint id " + str(wait_for(
-        "a checkpoint after the restore", lambda: [c for c in completed_checkpoints(ckdir, job) if c > latest], 60)[0])
-        + f" > {latest}")
-
-    def flink_list():
-        # The CLI with the killed JobManager's config.yaml (its rest.port is dead now): only the
-        # client HA services (through ZooKeeper) can lead it to the new leader.
-        logs = ctx.path("cli-log")
-        os.makedirs(logs, exist_ok=True)
-        env = dict(os.environ, FLINK_CONF_DIR=os.path.join(old.dir, "conf"), FLINK_LIB_DIR=os.path.join(old.dir, "lib"),
-                   FLINK_LOG_DIR=logs)
-        r = subprocess.run([os.path.join(flink.home, "bin", "flink"), "list", "-r"], capture_output=True, text=True,
-                           env=env, timeout=180)
-        line = [x for x in r.stdout.splitlines() if job in x]
-        expect(r.returncode == 0 and line and "RUNNING" in line[0], f"exit {r.returncode}: {(r.stdout + r.stderr)[-400:]}")
-        return f"rest.port {old.rest_port} is dead, the CLI found {new.name}: '{line[0].strip()}'"
-    ctx.check("(1) flink list -r (the mode's client HA services) finds the new leader and the running job", flink_list)
+    old, new, latest, t_leader, t_running, load = box[0]
+    figures["plugin"] = {"leader_answering_s": round(t_leader, 1), "job_running_s": round(t_running, 1),
+                         "load": round(load, 2)}
+    check_recovery(ctx, "(1)", plugin, job, ckdir, old, new, latest)
 
     old.start()
 
@@ -241,36 +206,10 @@ def run(ctx):
     plugin.stop()
 
     # (4) Flink's own ZooKeeper HA, same scenario ----------------------------------------------------
-    ckdir_b = ctx.path("checkpoints-flink")
-    baseline = ctx.cluster("flink-zk", dict(common, **{
-        "high-availability.type": "zookeeper",
-        "high-availability.cluster-id": f"zk-flink-{run_id}",
-        "high-availability.storageDir": f"file://{ctx.path('ha-flink')}",
-        "execution.checkpointing.dir": f"file://{ckdir_b}",
-    }), jobmanagers=2)
-    log("starting the baseline cluster (high-availability.type: zookeeper)")
-    ctx.require("(4) baseline: Flink's own high-availability.type zookeeper, 2 JobManagers and 1 TaskManager up",
-                lambda: f"leader {baseline.start().name}")
-    b_leader = baseline.leader()
-    b_standby = baseline.others(b_leader)[0]
-    wait_for("baseline standby REST", lambda: status_of(b_standby.rest + "/overview") == 200, 120)
-
-    def baseline_job():
-        j = baseline.submit(0, 50, "probe-ha", 0, -1, 1000, jm=b_leader)
-        wait_for("RUNNING", lambda: baseline.job_running(j, b_leader), 120)
-        return j
-    bjob = ctx.require("(4) baseline: the same checkpointed job runs", baseline_job)
-    wait_for("2 checkpoints", lambda: latest_checkpoint(ckdir_b, bjob) >= 2, 90)
-    box = []
-
-    def baseline_failover():
-        box.append(failover(baseline, bjob, ckdir_b))
-        r = box[0]
-        return f"{r[1].name} leads {r[3]:.1f}s after the kill, job RUNNING after {r[4]:.1f}s"
-    ctx.check("(4) baseline: SIGKILL of the leader, the standby takes over, the job runs again", baseline_failover)
-    if box:
-        figures["flink"] = {"leader_answering_s": round(box[0][3], 1), "job_running_s": round(box[0][4], 1)}
-    baseline.stop()
+    baseline = zookeeper_failover(ctx, "flink-zk", "(4) baseline:", {
+        k: v for k, v in common.items() if k.startswith("high-availability.zookeeper.client.")})
+    if baseline:
+        figures["flink"] = baseline
 
     if "plugin" in figures and "flink" in figures:
         pf, ff = figures["plugin"], figures["flink"]
@@ -278,6 +217,4 @@ def run(ctx):
                f"plugin zookeeper mode {pf['leader_answering_s']} s / {pf['job_running_s']} s; "
                f"Flink's high-availability.type zookeeper {ff['leader_answering_s']} s / {ff['job_running_s']} s "
                f"(ZooKeeper session timeout 6 s)")
-    if os.environ.get("BENCH_OUT"):
-        with open(os.environ["BENCH_OUT"], "w") as f:
-            json.dump(figures, f)
+    write_bench("plugin-zookeeper", figures)

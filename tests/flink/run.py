@@ -17,6 +17,10 @@ Suites (one file each in this folder):
   plugin-zookeeper   the plugin's jobstore.ha.mode zookeeper on a real ZooKeeper: failover of
                      two JobManagers, dirty-entry recovery, two jobstore replicas, beside
                      Flink's own ZooKeeper HA (plugin_zookeeper.py)
+  plugin-jobstore    the plugin's jobstore.ha.mode jobstore, no ZooKeeper: one leader, SIGKILL
+                     failover, split brain (SIGSTOP/SIGCONT), a jobstore replica killed,
+                     database outages shorter and longer than the lease, cancel and cleanup;
+                     failover times beside Flink's own ZooKeeper HA (plugin_jobstore.py)
   lifecycle          the savepoint lifecycle: Flink's CLI (savepoint, dispose, stop) against
                      jobstore, a checkpoint, a schedule, retention with disposal, the latest
                      savepoint (lifecycle.py)
@@ -41,7 +45,8 @@ Env:   JOBSTORE_BIN          jobstore binary (default: $CARGO_TARGET_DIR or targ
                              5432 postgres; trust auth): each suite creates databases with
                              random names and drops them
        KEEP_SCRATCH=1        keep the scratch folder (logs, savepoints); its path is logged
-       BENCH_OUT=FILE        plugin-zookeeper writes the failover figures there as JSON
+       BENCH_OUT=FILE        plugin-zookeeper and plugin-jobstore write their failover figures
+                             there, as JSON under the suite's name
 Needs: java, javac and jar (17), psql, python3; apt-get for ZooKeeper when it is missing.
 Prints "ok - SUITE: ..." / "not ok - SUITE: ..." per check, "# SUITE: N passed, M failed in S s"
 per suite, and last "N passed, M failed"; exits 0 only when every check passed.
@@ -68,6 +73,7 @@ SUITES = {
     "savepoints": "savepoints",
     "plugin-standalone": "plugin_standalone",
     "plugin-zookeeper": "plugin_zookeeper",
+    "plugin-jobstore": "plugin_jobstore",
     "lifecycle": "lifecycle",
 }
 

@@ -3,10 +3,15 @@
   Postgres, Database  fresh databases with random names (psql), dropped at teardown
   TcpProxy    a TCP proxy (threads) that can drop, refuse or hang connections: a PostgreSQL
               outage for jobstore without touching the machine's PostgreSQL
+  HttpRecorder  an HTTP/1.1 pass-through proxy that records every request (method, path, the
+              JSON body's epoch, status): who wrote what to jobstore, and what jobstore answered
   Jobstore    one `jobstore serve` process with its flags, ready when /readyz answers 200
   ZooKeeper   Debian's zookeeper package (apt-get when missing), standalone, free port
 """
 import contextlib
+import http.client
+import http.server
+import json
 import os
 import re
 import socket
@@ -224,6 +229,115 @@ class TcpProxy:
         self._closed = True
         self._thread.join(timeout=5)
         self.drop()
+
+
+class HttpRecorder:
+    """An HTTP/1.1 pass-through proxy on a free 127.0.0.1 port in front of `upstream` (a base URL
+    such as a jobstore replica's) that records every request it forwards, as a dict: t (time.time()
+    when the answer was sent), method, path (with the query), epoch (the JSON body's "epoch", or
+    None) and status (the upstream's, or 502 when the upstream did not answer: like a load
+    balancer in front of a stopped service). One thread per connection, so long polls pass."""
+
+    HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection", "host",
+           "content-length"}
+
+    def __init__(self, name, upstream):
+        self.name = name
+        parts = urllib.parse.urlsplit(upstream)
+        self.upstream = upstream
+        self._target = (parts.hostname, parts.port or 80)
+        self.records = []
+        self._lock = threading.Lock()
+        self._conns = set()
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def setup(self):
+                super().setup()
+                with recorder._lock:
+                    recorder._conns.add(self.connection)
+
+            def finish(self):
+                with recorder._lock:
+                    recorder._conns.discard(self.connection)
+                super().finish()
+
+            def forward(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in recorder.HOP}
+                try:
+                    up = http.client.HTTPConnection(*recorder._target, timeout=75)
+                    try:
+                        up.request(self.command, self.path, body=body, headers=headers)
+                        r = up.getresponse()
+                        status, answer = r.status, r.read()
+                        out = [(k, v) for k, v in r.getheaders() if k.lower() not in recorder.HOP]
+                    finally:
+                        up.close()
+                except (OSError, http.client.HTTPException) as e:
+                    status, answer = 502, json.dumps({"errors": [f"proxy: upstream: {e!r}"]}).encode()
+                    out = [("Content-Type", "application/json")]
+                recorder._record(self.command, self.path, body, status)
+                try:
+                    self.send_response(status)
+                    for k, v in out:
+                        self.send_header(k, v)
+                    if status != 304:
+                        self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    if status != 304 and self.command != "HEAD":
+                        self.wfile.write(answer)
+                except OSError:  # the client went away (e.g. a JobManager killed during its long poll)
+                    self.close_connection = True
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = forward
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"{name}-http", daemon=True)
+        self._thread.start()
+        on_teardown(f"HTTP recorder {name}", self.close)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def __str__(self):
+        return f"{self.url} -> {self.upstream}"
+
+    def _record(self, method, path, body, status):
+        epoch = None
+        if body:
+            try:
+                value = json.loads(body)
+                epoch = value.get("epoch") if isinstance(value, dict) else None
+            except ValueError:
+                pass
+        with self._lock:
+            self.records.append({"t": time.time(), "method": method, "path": path, "epoch": epoch, "status": status})
+
+    def since(self, t0, method=None):
+        """The records answered at or after t0 (time.time()), of one method or every one."""
+        with self._lock:
+            return [r for r in self.records if r["t"] >= t0 and (method is None or r["method"] == method)]
+
+    def close(self):
+        self._server.shutdown()
+        self._server.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 # --- jobstore ----------------------------------------------------------------------------------
