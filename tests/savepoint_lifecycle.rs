@@ -538,6 +538,18 @@ backend_tests!(two_executors_one_operation_per_due_time, |ts| async move {
     c.delete(&scoped(None, "savepoint-schedule"))
         .await
         .expect(StatusCode::NO_CONTENT);
+    // What a pass made before the schedule went is driven to its end (twice nothing open,
+    // more than a pass apart), so that Flink saw every operation's trigger.
+    for _ in 0..2 {
+        eventually("no operation open", WITHIN, || async {
+            operations(c, CLUSTER, "status=IN_PROGRESS")
+                .await
+                .is_empty()
+                .then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+    }
     a.stop().await;
     b.stop().await;
 
@@ -814,9 +826,16 @@ backend_tests!(retention_disposes_older_never_the_latest, |ts| async move {
     put_retention(c, Some(&single), json!({"max-age": "1s"})).await;
 
     let expected: BTreeSet<&String> = locations[..2].iter().collect();
+    // Flink disposed of them, and jobstore recorded it (Flink answers COMPLETED before the
+    // executor writes the completion down).
     eventually("the two older savepoints disposed of", WITHIN, || async {
         let disposed = fake.disposed();
-        (disposed.iter().collect::<BTreeSet<_>>() == expected).then_some(())
+        let marked = operations(c, CLUSTER, &format!("job-id={job}&kind=SAVEPOINT"))
+            .await
+            .iter()
+            .filter(|sp| sp["disposed-at"].is_string())
+            .count();
+        (disposed.iter().collect::<BTreeSet<_>>() == expected && marked == 2).then_some(())
     })
     .await;
     let disposals = operations(c, CLUSTER, "kind=DISPOSAL").await;
