@@ -20,11 +20,25 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (PostgreSQL and SQLite)"
 cargo test --workspace --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
 
-step "the README's Run command, as written (cargo run --release -- serve --help)"
-bash scripts/readme-run.sh
+# The README's Run command builds the release profile (fat LTO: minutes, mostly on one core)
+# while the fuzzer runs on the debug binary; its output is printed when both are done.
+readme_log=$(mktemp)
+bash scripts/readme-run.sh >"$readme_log" 2>&1 &
+readme_pid=$!
+trap 'kill "$readme_pid" 2>/dev/null || true; rm -f "$readme_log"' EXIT
 
 step "fuzzing every route of the OpenAPI document (schemathesis)"
-bash scripts/fuzz.sh
+fuzz_rc=0
+bash scripts/fuzz.sh || fuzz_rc=$?
+
+step "the README's Run command, as written (cargo run --release -- serve --help)"
+readme_rc=0
+wait "$readme_pid" || readme_rc=$?
+cat "$readme_log" >&2
+trap - EXIT
+rm -f "$readme_log"
+[ "$fuzz_rc" -eq 0 ] || { echo "fuzzing failed" >&2; exit 1; }
+[ "$readme_rc" -eq 0 ] || { echo "the README's Run command failed" >&2; exit 1; }
 
 if [ "${SKIP_FLINK:-0}" = 1 ]; then
   step "SKIP_FLINK=1: the real-Flink suites were not run"
