@@ -633,3 +633,31 @@ backend_tests!(
         }
     }
 );
+
+backend_tests!(
+    a_counter_at_its_largest_value_answers_400_on_both_backends,
+    |ts| async move {
+        let api = ts.api(HttpConfig::default());
+        let e = acquire(&api, "jm").await;
+        let job = random_hex();
+        put(
+            &api,
+            &format!("/counters/{job}"),
+            e.body(json!({"value": i64::MAX})),
+        )
+        .await
+        .expect(StatusCode::OK);
+        // The id i64::MAX is handed out only if the next one could be stored: it cannot, so the
+        // call is refused (400, as PostgreSQL's bigint range says) and the counter stays.
+        let r = post(
+            &api,
+            &format!("/counters/{job}/get-and-increment"),
+            e.body(json!({})),
+        )
+        .await;
+        r.error(StatusCode::BAD_REQUEST);
+        let r = api.get(&format!("{BASE}/counters/{job}")).await;
+        r.expect(StatusCode::OK);
+        assert_eq!(r.json()["value"], i64::MAX);
+    }
+);
