@@ -384,34 +384,17 @@ impl Store for SqlStore {
                 sql::JOB_RESULTS_INSERT,
                 sql::APPLICATION_RESULTS_INSERT,
             );
+            // The result as the text jobstore writes (serde_json keeps every number as it
+            // was parsed): PostgreSQL's json and SQLite's TEXT keep that text, so it reads
+            // back exactly, floats included, in one autocommitted statement.
             let args = [
                 Arg::str(cluster.as_str()),
                 Arg::text(id),
-                Arg::Json(result),
+                Arg::text(result),
                 Arg::str(state.as_str()),
             ];
-            let no_row = || StoreError::Database(sqlx::Error::RowNotFound);
-            if !has_float(result) {
-                // Integers, strings, booleans and nulls come back from either database
-                // exactly as sent: one autocommitted statement (BENCHMARKS.md).
-                let row: Option<ResultRow> = self.db.optional(Side::Write, insert, &args).await?;
-                return entry(row)?.ok_or_else(no_row);
-            }
-            // A result with a floating-point number is read back before it is committed: a
-            // result the database keeps in a form that cannot be read again (PostgreSQL's
-            // jsonb prints a number near f64::MAX in full, which serde_json refuses) is
-            // refused, not stored where every later read of it, and every listing of its
-            // cluster, would fail.
-            let mut tx = self.db.begin().await?;
-            let row: Option<ResultRow> =
-                tx.on().optional(insert, &args).await.map_err(read_back)?;
-            let row = row
-                .map(ResultEntry::try_from)
-                .transpose()
-                .map_err(StoreError::Unstorable)?
-                .ok_or_else(no_row)?;
-            tx.commit().await?;
-            Ok(row)
+            let row: Option<ResultRow> = self.db.optional(Side::Write, insert, &args).await?;
+            entry(row)?.ok_or(StoreError::Database(sqlx::Error::RowNotFound))
         })
         .await
     }
@@ -1211,37 +1194,5 @@ fn read_back(e: sqlx::Error) -> StoreError {
     match e {
         sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. } => StoreError::Unstorable(e),
         other => other.into(),
-    }
-}
-
-/// Whether a JSON value holds a number with a fraction or an exponent that f64 holds. Since
-/// serde_json keeps every number as its text (`arbitrary_precision`), no number comes back
-/// in a form serde_json refuses (before, PostgreSQL's jsonb printing 1.7976931348623157e308
-/// with all its 309 digits did); the read-back of such results stays as a net. Integers of
-/// any size, strings, booleans and nulls come back exactly as sent.
-fn has_float(v: &Value) -> bool {
-    match v {
-        Value::Number(n) => n.is_f64(),
-        Value::Array(items) => items.iter().any(has_float),
-        Value::Object(m) => m.values().any(has_float),
-        Value::Null | Value::Bool(_) | Value::String(_) => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn finds_floats_at_any_depth() {
-        use serde_json::json;
-        let no = json!({"a": [1, -2, u64::MAX, i64::MIN, "1.5", null, true], "b": {"c": 0}});
-        assert!(!super::has_float(&no));
-        for yes in [
-            json!(1.5),
-            json!(1e5),
-            json!([1, {"x": 1.7976931348623157e308}]),
-            json!({"a": {"b": [0.0]}}),
-        ] {
-            assert!(super::has_float(&yes), "{yes}");
-        }
     }
 }
