@@ -161,8 +161,16 @@ async fn healthz() -> Json<serde_json::Value> {
 }
 
 async fn readyz(State(state): State<AppState>) -> axum::response::Response {
+    // The executor's state: "restarting" (a duty in its backoff after a panic) is still
+    // ready; "stopped" (nothing drives savepoint operations any more) is not.
+    let executor = state.metrics.executor_state();
+    if executor == crate::metrics::ExecutorState::Stopped {
+        tracing::warn!("not ready: the savepoint executor stopped");
+        let body = json!({"errors": ["not ready: the savepoint executor stopped"], "executor": executor.as_str()});
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
     match state.store.ready().await {
-        Ok(()) => Json(json!({"status": "ready"})).into_response(),
+        Ok(()) => Json(json!({"status": "ready", "executor": executor.as_str()})).into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "not ready");
             ApiError::NotReady.into_response()

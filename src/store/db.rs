@@ -110,6 +110,19 @@ where
     query
 }
 
+/// A row decoded, a decoder's panic (sqlx's chrono decoding panics on a timestamp past the
+/// year 262143, which PostgreSQL holds) made a decode error: a stored value never takes the
+/// connection or the task down with it.
+fn decode<R: sqlx::Row, T: for<'r> FromRow<'r, R>>(row: &R) -> Result<T, sqlx::Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| T::from_row(row))).unwrap_or_else(
+        |_| {
+            Err(sqlx::Error::Decode(
+                "a stored value is out of the range its type holds".into(),
+            ))
+        },
+    )
+}
+
 /// A connection of either backend, borrowed from a pool or a transaction.
 pub(crate) enum On<'c> {
     Postgres(&'c mut PgConnection),
@@ -122,11 +135,11 @@ impl On<'_> {
     ) -> Result<Option<T>, sqlx::Error> {
         match self {
             On::Postgres(c) => match bound(sql.postgres, args).fetch_optional(&mut **c).await? {
-                Some(row) => T::from_row(&row).map(Some),
+                Some(row) => decode(&row).map(Some),
                 None => Ok(None),
             },
             On::Sqlite(c) => match bound(sql.sqlite, args).fetch_optional(&mut **c).await? {
-                Some(row) => T::from_row(&row).map(Some),
+                Some(row) => decode(&row).map(Some),
                 None => Ok(None),
             },
         }
@@ -138,11 +151,11 @@ impl On<'_> {
         match self {
             On::Postgres(c) => {
                 let rows = bound(sql.postgres, args).fetch_all(&mut **c).await?;
-                rows.iter().map(T::from_row).collect()
+                rows.iter().map(decode).collect()
             }
             On::Sqlite(c) => {
                 let rows = bound(sql.sqlite, args).fetch_all(&mut **c).await?;
-                rows.iter().map(T::from_row).collect()
+                rows.iter().map(decode).collect()
             }
         }
     }

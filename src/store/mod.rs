@@ -108,6 +108,12 @@ pub trait Store: Send + Sync + 'static {
     /// expired, under a new lease and a new attempt number.
     async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>>;
 
+    /// [`Store::claim_operation`], of a cluster not in `except` (clusters whose operations
+    /// take every slot this process gives one cluster).
+    async fn claim_operation_except(
+        &self, owner: &str, lease: Duration, except: &[ClusterId],
+    ) -> StoreResult<Option<Claimed>>;
+
     /// Extends the holder's lease and records its progress; false when the attempt is no
     /// longer the operation's (the lease was taken over, or it completed).
     async fn renew_operation(

@@ -136,7 +136,7 @@ struct ResultCountRow {
     oldest: Option<DateTime<Utc>>,
 }
 
-/// A schedule row (`schedules_*`).
+/// A schedule row (`schedules_*`), its times in epoch milliseconds.
 #[derive(sqlx::FromRow)]
 struct ScheduleRow {
     cluster_id: ClusterId,
@@ -145,13 +145,36 @@ struct ScheduleRow {
     kind: OperationKind,
     target_directory: Option<String>,
     format_type: String,
-    next_due_at: Option<DateTime<Utc>>,
-    last_triggered_at: Option<DateTime<Utc>>,
+    next_due_at_ms: Option<i64>,
+    last_triggered_at_ms: Option<i64>,
 }
 
-impl From<ScheduleRow> for Schedule {
-    fn from(r: ScheduleRow) -> Self {
-        Schedule {
+impl TryFrom<ScheduleRow> for Schedule {
+    type Error = sqlx::Error;
+    /// A row whose times no timestamp holds (written by hand) is an error naming the row.
+    fn try_from(r: ScheduleRow) -> Result<Self, sqlx::Error> {
+        let bad = |what: &str| {
+            sqlx::Error::Decode(
+                format!(
+                    "the savepoint schedule of cluster {} job {:?}: {what}",
+                    r.cluster_id,
+                    r.job_id.map(|j| j.to_string()).unwrap_or_default()
+                )
+                .into(),
+            )
+        };
+        let time = |ms: Option<i64>, what: &str| match ms {
+            None => Ok(None),
+            Some(ms) => DateTime::from_timestamp_millis(ms)
+                .map(Some)
+                .ok_or_else(|| bad(&format!("{what} is out of range"))),
+        };
+        let next_due_at = time(r.next_due_at_ms, "next_due_at")?;
+        let last_triggered_at = time(r.last_triggered_at_ms, "last_triggered_at")?;
+        if r.interval_ms.is_some() && next_due_at.is_none() {
+            return Err(bad("next_due_at is not a finite time"));
+        }
+        Ok(Schedule {
             cluster_id: r.cluster_id,
             job_id: r.job_id,
             interval: r
@@ -160,9 +183,9 @@ impl From<ScheduleRow> for Schedule {
             kind: r.kind,
             target_directory: r.target_directory,
             format_type: r.format_type,
-            next_due_at: r.next_due_at,
-            last_triggered_at: r.last_triggered_at,
-        }
+            next_due_at,
+            last_triggered_at,
+        })
     }
 }
 
@@ -620,8 +643,20 @@ impl Store for SqlStore {
     }
 
     async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>> {
+        self.claim_operation_except(owner, lease, &[]).await
+    }
+
+    async fn claim_operation_except(
+        &self, owner: &str, lease: Duration, except: &[ClusterId],
+    ) -> StoreResult<Option<Claimed>> {
+        // Cluster ids hold no comma: the list goes as one text parameter.
+        let except = except
+            .iter()
+            .map(ClusterId::as_str)
+            .collect::<Vec<_>>()
+            .join(",");
         self.within(async {
-            let args = [Arg::str(owner), Arg::millis(lease)];
+            let args = [Arg::str(owner), Arg::millis(lease), Arg::text(except)];
             self.one(Side::Write, sql::OPERATIONS_CLAIM, &args).await
         })
         .await
@@ -758,8 +793,16 @@ impl Store for SqlStore {
 
     async fn due_schedules(&self) -> StoreResult<Vec<Schedule>> {
         let rows = self.read_all::<ScheduleRow>(Side::Write, sql::SCHEDULES_DUE, &[]);
-        self.within(async { Ok(rows.await?.into_iter().map(Schedule::from).collect()) })
-            .await
+        let rows = self.within(rows).await?;
+        // A bad row is logged and skipped: the other schedules are served.
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| {
+                Schedule::try_from(r)
+                    .inspect_err(|e| tracing::error!(error = %e, "skipping a savepoint schedule"))
+                    .ok()
+            })
+            .collect())
     }
 
     async fn advance_schedule(&self, s: &Schedule) -> StoreResult<bool> {
@@ -805,7 +848,9 @@ impl Store for SqlStore {
     async fn record_flink_jobs(&self, cluster: &ClusterId, jobs: &[FlinkJob]) -> StoreResult<()> {
         self.within(async {
             let mut tx = self.db.begin().await?;
-            for job in jobs {
+            // A job Flink names "" (or with a NUL) cannot be kept: it is left out, not the
+            // whole overview.
+            for job in jobs.iter().filter(|j| j.is_keepable()) {
                 let args = [
                     Arg::str(cluster.as_str()),
                     Arg::text(job.job_id),
@@ -1127,8 +1172,14 @@ impl SqlStore {
     ) -> StoreResult<Vec<Setting>> {
         match kind {
             SettingKind::Schedule => {
-                let wrap = |r: ScheduleRow| Setting::Schedule(r.into());
-                self.read_all_as(side, sql, args, wrap).await
+                let rows: Vec<ScheduleRow> = self.read_all(side, sql, args).await?;
+                rows.into_iter()
+                    .map(|r| {
+                        Schedule::try_from(r)
+                            .map(Setting::Schedule)
+                            .map_err(StoreError::from)
+                    })
+                    .collect()
             }
             SettingKind::Retention => {
                 let wrap = |r: RetentionRow| Setting::Retention(r.into());
