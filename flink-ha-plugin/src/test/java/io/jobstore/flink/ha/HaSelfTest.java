@@ -194,6 +194,11 @@ final class HaSelfTest {
             return backend.leadership.currentEpoch();
         }
 
+        /** The lease of the current term (null: not leading). */
+        HaApi.Lease lease() {
+            return backend.leadership.currentLease();
+        }
+
         void awaitGrants(int n) throws InterruptedException {
             await("grant", n);
         }
@@ -298,14 +303,19 @@ final class HaSelfTest {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
                 long e1 = a.epoch();
+                HaApi.Lease l1 = a.lease();
                 PluginSelfTest.check(e1 > 0 && a.driver.hasLeadership(), "a leads with epoch " + e1);
+                PluginSelfTest.check(l1.leaseId.matches("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
+                        "a's lease id is a UUID: " + l1.leaseId);
+                PluginSelfTest.check(l1.toString().contains(l1.leaseId.substring(0, 8))
+                        && !l1.toString().contains(l1.leaseId), "the lease logs its id short: " + l1);
                 b.start();
                 Thread.sleep(4 * RENEW.toMillis());
                 PluginSelfTest.checkEq(Collections.emptyList(), b.events.log, "b's events while a leads");
                 PluginSelfTest.check(!b.driver.hasLeadership(), "b does not lead");
                 PluginSelfTest.checkEq(Collections.singletonList("grant"), a.events.log, "a's events");
                 if (fake != null) {
-                    PluginSelfTest.checkEq(e1, fake.ha.liveEpoch(cluster), "the fake's live epoch");
+                    PluginSelfTest.checkEq(l1, fake.ha.liveLease(cluster), "the fake's live lease");
                     PluginSelfTest.checkEq(a.backend.leadership.holder, fake.ha.liveHolder(cluster), "holder");
                 }
                 long closed = System.nanoTime();
@@ -314,6 +324,7 @@ final class HaSelfTest {
                 long ms = (b.events.nanos.get(0) - closed) / 1_000_000;
                 PluginSelfTest.check(ms < LEASE.toMillis(), "b granted " + ms + " ms after a closed: the lease was released, not left to expire");
                 PluginSelfTest.check(b.epoch() > e1, "b's epoch " + b.epoch() + " > " + e1);
+                PluginSelfTest.check(!b.lease().leaseId.equals(l1.leaseId), "b's lease id is new");
                 PluginSelfTest.check(!b.events.sessions.get(0).equals(a.events.sessions.get(0)), "new session id");
                 a.events.checkAlternating();
                 b.events.checkAlternating();
@@ -330,17 +341,23 @@ final class HaSelfTest {
             revokedInTime(FakeJobstore.Fault.HANG);
         });
         t.test("lease driver: renewals that land but whose answers are lost -> revoked by the deadline; the next"
-                + " term gets a new epoch although jobstore still holds the old one live for this JobManager", () -> {
+                + " term gets a new epoch and lease id although jobstore still holds the old lease live for this"
+                + " JobManager (acquiring answers the old lease id: released, acquired again)", () -> {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading()) {
                 long e1 = a.epoch();
+                HaApi.Lease l1 = a.lease();
                 fake.fail("POST", "/ha/lease/renew", FakeJobstore.Fault.APPLY_THEN_503, -1);
                 try {
                     a.awaitRevocations(1);
-                    PluginSelfTest.checkEq(e1, fake.ha.liveEpoch(cluster), "jobstore still holds the old term live");
+                    PluginSelfTest.checkEq(l1, fake.ha.liveLease(cluster), "jobstore still holds the old term live");
                     a.awaitGrants(2);
                     PluginSelfTest.check(a.epoch() > e1, "new epoch " + a.epoch() + " > " + e1);
-                    PluginSelfTest.checkEq(a.epoch(), fake.ha.liveEpoch(cluster), "the live lease is the new term's");
+                    PluginSelfTest.check(!a.lease().leaseId.equals(l1.leaseId), "new lease id");
+                    PluginSelfTest.checkEq(a.lease(), fake.ha.liveLease(cluster), "the live lease is the new term's");
+                    PluginSelfTest.check(fake.requests("POST", "/ha/lease/release").stream()
+                                    .anyMatch(r -> r.body.contains(l1.leaseId) && r.status == 200),
+                            "the earlier term's lease was released");
                 } finally {
                     fake.clearFaults();
                 }
@@ -378,12 +395,13 @@ final class HaSelfTest {
         String cluster = cluster();
         try (Process a = new Process(urls, cluster).leading()) {
             long e1 = a.epoch();
+            HaApi.Lease l1 = a.lease();
             Thread.sleep(2 * RENEW.toMillis());
             fake.fail("POST", "/ha/lease/", fault, -1);
             try {
                 a.awaitRevocations(1);
                 long revoked = a.events.nanos.get(1);
-                long expiry = fake.ha.expiryNanos(cluster, e1);
+                long expiry = fake.ha.expiryNanos(cluster, l1.leaseId);
                 PluginSelfTest.check(revoked < expiry,
                         "revoked " + (expiry - revoked) / 1_000_000 + " ms before the lease expired in jobstore"
                                 + " (must be > 0)");
@@ -431,6 +449,7 @@ final class HaSelfTest {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
                 long e1 = a.epoch();
+                HaApi.Lease l1 = a.lease();
                 UUID session = a.events.sessions.get(0);
                 a.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(session, "pekko://a/dispatcher"));
                 HaApi api = a.backend.api;
@@ -450,19 +469,37 @@ final class HaSelfTest {
                 b.start();
                 b.awaitGrants(1);
                 String job = new JobID().toHexString();
-                PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                        () -> api.publishLeaderInfo(e1, "dispatcher", "pekko://stale", UUID.randomUUID().toString()));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteLeaderInfo(e1, "dispatcher"));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                        () -> api.addHandle(e1, HaApi.EXECUTION_PLAN, null, job, new byte[] {1, 2}));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.getAndIncrement(e1, job));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.setCounter(e1, job, 7));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupJob(e1, job));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupCluster(e1));
+                // the old lease, and the live epoch with a lease id that is not the live one
+                HaApi.Lease forged = new HaApi.Lease(b.epoch(), UUID.randomUUID().toString());
+                for (HaApi.Lease stale : Arrays.asList(l1, forged)) {
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.publishLeaderInfo(stale, "dispatcher", "pekko://stale", UUID.randomUUID().toString()));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteLeaderInfo(stale, "dispatcher"));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.addHandle(stale, HaApi.EXECUTION_PLAN, null, job, new byte[] {1, 2}));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.replaceHandle(stale, HaApi.EXECUTION_PLAN, null, job, 1, new byte[] {1, 2}));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.markForDeletion(stale, HaApi.EXECUTION_PLAN, null, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.removeHandle(stale, HaApi.EXECUTION_PLAN, null, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.getAndIncrement(stale, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.setCounter(stale, job, 7));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteCounter(stale, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupJob(stale, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupCluster(stale));
+                    PluginSelfTest.check(!a.backend.leaseApi.renew(a.backend.leadership.holder, stale, LEASE, Duration.ofSeconds(2)),
+                            "renewing " + stale + " is refused");
+                    PluginSelfTest.check(!b.backend.leaseApi.renew(b.backend.leadership.holder, stale, LEASE, Duration.ofSeconds(2)),
+                            "b renewing " + stale + " is refused");
+                    PluginSelfTest.check(!b.backend.leaseApi.release(b.backend.leadership.holder, stale, Duration.ofSeconds(2)),
+                            "b releasing " + stale + " does nothing");
+                }
+                PluginSelfTest.check(b.driver.hasLeadership(), "b still leads");
                 PluginSelfTest.checkEq("pekko://a/dispatcher", listing(api).records.get("dispatcher").address, "unchanged");
                 PluginSelfTest.check(api.getHandle(HaApi.EXECUTION_PLAN, null, job) == null, "no handle");
                 PluginSelfTest.check(api.counter(job) == null, "no counter");
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> a.backend.leadership.epoch());
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> a.backend.leadership.heldLease());
 
                 // a non-leading driver: publishing does nothing
                 try (Process c = new Process(urls, cluster).start()) {
@@ -482,7 +519,7 @@ final class HaSelfTest {
         t.test("lease driver: leader information overwritten or deleted by someone else is reported to the listener", () -> {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading()) {
-                long e = a.epoch();
+                HaApi.Lease e = a.lease();
                 UUID session = a.events.sessions.get(0);
                 a.driver.publishLeaderInformation("resourcemanager", LeaderInformation.known(session, "pekko://a/rm"));
                 waitFor("the published information reported", 5_000, () -> a.events.register != null
@@ -530,7 +567,7 @@ final class HaSelfTest {
             try (Process a = new Process(urls, cluster).leading();
                     Process b = new Process(urls, cluster);
                     Process watcher = new Process(urls, cluster)) {
-                long e1 = a.epoch();
+                HaApi.Lease e1 = a.lease();
                 Seen seen = new Seen();
                 LeaderRetrievalService rs = watcher.backend.watcher.retrievalService("dispatcher");
                 rs.start(seen);
@@ -554,9 +591,9 @@ final class HaSelfTest {
                 b.start();
                 b.awaitGrants(1);
                 UUID s2 = b.events.sessions.get(0);
-                b.backend.api.publishLeaderInfo(b.epoch(), "resourcemanager", "pekko://b/rm", s2.toString());
+                b.backend.api.publishLeaderInfo(b.lease(), "resourcemanager", "pekko://b/rm", s2.toString());
                 waitFor("a's stale dispatcher reported as no leader", 3_000, () -> "null/null".equals(seen.last()));
-                b.backend.api.publishLeaderInfo(b.epoch(), "dispatcher", "pekko://b/d", s2.toString());
+                b.backend.api.publishLeaderInfo(b.lease(), "dispatcher", "pekko://b/d", s2.toString());
                 waitFor("b's dispatcher", 3_000, () -> ("pekko://b/d/" + s2).equals(seen.last()));
                 PluginSelfTest.checkEq(
                         Arrays.asList("pekko://a/d1/" + s1, "pekko://a/d2/" + s1, "null/null", "pekko://a/d3/" + s1,
@@ -583,7 +620,7 @@ final class HaSelfTest {
         final HaApi api;
         final Leadership leadership = new Leadership(Leadership.newHolderId(), Duration.ofMinutes(1), Duration.ofSeconds(1));
         final JobstoreStateHandleStore<String> store;
-        final long epoch;
+        final HaApi.Lease held;
         final String job;
 
         Store(int retries, String replicas, String kind, String job) throws Exception {
@@ -591,8 +628,8 @@ final class HaSelfTest {
             dir = Files.createTempDirectory("jobstore-ha-selftest");
             api = new HaApi(client(replicas, cluster, retries), leadership::suspect);
             HaApi lease = new HaApi(client(urls, cluster, 2), () -> {});
-            epoch = lease.acquire(leadership.holder, leadership.lease, Duration.ofSeconds(2));
-            leadership.lead(epoch, System.nanoTime() + leadership.lease.toNanos() / 2);
+            held = lease.acquire(leadership.holder, leadership.lease, Duration.ofSeconds(2));
+            leadership.lead(held, System.nanoTime() + leadership.lease.toNanos() / 2);
             store = new JobstoreStateHandleStore<>(
                     api, leadership, new FileSystemStateStorageHelper<>(new Path(dir.toUri()), "selftest"), kind, job);
         }
@@ -660,7 +697,7 @@ final class HaSelfTest {
             try (Store s = new Store(2, urls, HaApi.APPLICATION, null)) {
                 s.store.addAndLock("m", "marked");
                 s.store.addAndLock("n", "kept");
-                PluginSelfTest.checkEq(200, s.api.markForDeletion(s.epoch, HaApi.APPLICATION, null, "m").status, "marked");
+                PluginSelfTest.checkEq(200, s.api.markForDeletion(s.held, HaApi.APPLICATION, null, "m").status, "marked");
                 PluginSelfTest.check(!s.store.exists("m").isExisting(), "exists -> not existing");
                 PluginSelfTest.expect(StateHandleStore.NotExistException.class, () -> s.store.getAndLock("m"));
                 PluginSelfTest.checkEq(Collections.singletonList("n"), sorted(s.store.getAllHandles()), "names");
@@ -687,7 +724,7 @@ final class HaSelfTest {
                 PluginSelfTest.check(s.store.releaseAndTryRemove("never"), "absent: true");
                 // interrupted after phase 1
                 String job = s.job;
-                s.api.markForDeletion(s.epoch, HaApi.CHECKPOINT, job, "y");
+                s.api.markForDeletion(s.held, HaApi.CHECKPOINT, job, "y");
                 PluginSelfTest.checkEq(1, s.files(), "y's state still there while only marked");
                 PluginSelfTest.check(s.store.releaseAndTryRemove("y"), "finished");
                 PluginSelfTest.checkEq(0, s.files(), "y's state discarded");
@@ -903,7 +940,7 @@ final class HaSelfTest {
                 PluginSelfTest.checkEq(Collections.emptyList(), c2.events, "s2 waits");
 
                 JobstoreLeaderElectionHaServices.Backend b1 = ((JobstoreLeaderElectionHaServices) s1).backend();
-                b1.api.publishLeaderInfo(b1.leadership.currentEpoch(), "dispatcher", "pekko://intruder", UUID.randomUUID().toString());
+                b1.api.publishLeaderInfo(b1.leadership.currentLease(), "dispatcher", "pekko://intruder", UUID.randomUUID().toString());
                 waitFor("the confirmed information published again", 5_000, () -> {
                     try {
                         return "pekko://jm1/dispatcher".equals(listing(b1.api).records.get("dispatcher").address);
