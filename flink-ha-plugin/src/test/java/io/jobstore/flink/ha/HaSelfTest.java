@@ -235,12 +235,14 @@ final class HaSelfTest {
         configuration();
         election();
         faults();
+        lostAcquisition();
         replicaFailover();
         fencing();
         externalChanges();
         retrieval();
         stateHandles();
         stateHandleFaults();
+        pagedListing();
         counter();
         flinkServices();
     }
@@ -391,6 +393,118 @@ final class HaSelfTest {
         });
     }
 
+    /** The port of a replica's URL (http://127.0.0.1:PORT). */
+    private static int port(String url) {
+        return Integer.parseInt(url.substring(url.lastIndexOf(':') + 1));
+    }
+
+    private void lostAcquisition() {
+        t.test("lease driver: a database failover loses the leader's acquisition (the lease row back to the earlier"
+                + " epoch) -> another JobManager acquires the same epoch with a new lease id; the first one's writes"
+                + " (leader information, state handle, counter) are refused, it revokes, waits, and never writes"
+                + " under the other's lease", () -> {
+            String cluster = cluster();
+            String first = fake.addReplica();
+            try (Process a = new Process(first, cluster).leading(); Process b = new Process(fake.url(), cluster)) {
+                HaApi.Lease la = a.lease();
+                UUID sa = a.events.sessions.get(0);
+                a.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(sa, "pekko://a/d"));
+                waitFor("a's leader information", 5_000, () -> fake.ha.leaderEntry(cluster, "dispatcher") != null);
+                // a's renewals do not get through for a while: b acquires before a learns of the loss
+                fake.fail("POST", "/ha/lease/renew", FakeJobstore.Fault.STATUS_503, -1);
+                long lost = System.nanoTime();
+                fake.ha.loseLastAcquisition(cluster);
+                HaApi.Lease lb;
+                String job = new JobID().toHexString();
+                try {
+                    b.start();
+                    b.awaitGrants(1);
+                    lb = b.lease();
+                    PluginSelfTest.checkEq(la.epoch, lb.epoch, "b acquired the lost epoch again");
+                    PluginSelfTest.check(!lb.leaseId.equals(la.leaseId), "with a new lease id: " + lb + " vs " + la);
+                    PluginSelfTest.check(!la.equals(lb), "the two leases differ");
+                    PluginSelfTest.checkEq(la, a.lease(), "a still holds its term locally (its deadline has not passed)");
+                    UUID sb = b.events.sessions.get(0);
+                    b.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(sb, "pekko://b/d"));
+                    waitFor("b's leader information", 5_000, () -> {
+                        return "pekko://b/d".equals(fake.ha.leaderEntry(cluster, "dispatcher").path("address").asText());
+                    });
+                    // a writes as it believes it leads: every write names a's lease and is refused
+                    a.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(sa, "pekko://a/d2"));
+                    CheckpointIDCounter counter =
+                            new JobstoreCheckpointIDCounter(a.backend.api, a.backend.leadership, new JobID(), io);
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, counter::getAndIncrement);
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> a.backend.api.addHandle(a.backend.leadership.heldLease(), HaApi.EXECUTION_PLAN, null, job,
+                                    new byte[] {1}));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> a.backend.api.publishLeaderInfo(a.backend.leadership.heldLease(), "resourcemanager",
+                                    "pekko://a/rm", sa.toString()));
+                    waitFor("a's own leader-info write refused", 5_000, () -> fake.requests("PUT", "/ha/leader-info/dispatcher")
+                            .stream().anyMatch(r -> r.port == port(first) && r.nanos > lost && r.status == 409));
+                } finally {
+                    fake.clearFaults();
+                }
+                a.awaitRevocations(1);
+                PluginSelfTest.check(!a.driver.hasLeadership() && b.driver.hasLeadership(), "b leads, a does not");
+                long ms = (a.events.nanos.get(1) - lost) / 1_000_000;
+                System.out.println("# lost acquisition: a revoked " + ms + " ms after the loss (lease " + LEASE.toMillis()
+                        + " ms, its renewals failing until b led)");
+                Thread.sleep(3 * RENEW.toMillis());
+                PluginSelfTest.checkEq(Arrays.asList("grant", "revoke"), a.events.log, "a waits while b leads");
+                PluginSelfTest.checkEq(lb, fake.ha.liveLease(cluster), "b's lease is the live one");
+                PluginSelfTest.checkEq("pekko://b/d", fake.ha.leaderEntry(cluster, "dispatcher").path("address").asText(),
+                        "b's leader information stands");
+                PluginSelfTest.check(fake.ha.leaderEntry(cluster, "resourcemanager") == null, "a's resourcemanager refused");
+                PluginSelfTest.check(fake.ha.handleEntry(cluster, HaApi.EXECUTION_PLAN, null, job) == null, "a's handle refused");
+                int aWrites = 0;
+                for (FakeJobstore.Request r : fake.requests()) {
+                    if (r.port != port(first) || !r.path.contains(cluster)) {
+                        continue;
+                    }
+                    PluginSelfTest.check(!r.body.contains(lb.leaseId), "a named b's lease: " + r + " " + r.body);
+                    if (r.nanos > lost && !r.method.equals("GET") && !r.path.contains("/lease/")) {
+                        aWrites++;
+                        PluginSelfTest.checkEq(409, r.status, "a's write after the loss: " + r + " " + r.body);
+                    }
+                }
+                PluginSelfTest.check(aWrites >= 3, "a's writes after the loss reached jobstore: " + aWrites);
+                b.driver.close();
+                a.awaitGrants(2);
+                PluginSelfTest.check(a.epoch() > lb.epoch, "a's next term has a higher epoch: " + a.lease());
+                a.events.checkAlternating();
+                b.events.checkAlternating();
+            } finally {
+                fake.clearFaults();
+                fake.stopReplica(first);
+            }
+        });
+        t.test("lease driver: a database failover loses the leader's own acquisition and no one else takes the lease"
+                + " -> its renewal is refused, it revokes; acquiring again answers the same epoch with a new lease id:"
+                + " a new term, led on with a new session; only the new lease writes", () -> {
+            String cluster = cluster();
+            try (Process a = new Process(urls, cluster).leading()) {
+                HaApi.Lease l1 = a.lease();
+                fake.ha.loseLastAcquisition(cluster);
+                a.awaitRevocations(1);
+                a.awaitGrants(2);
+                HaApi.Lease l2 = a.lease();
+                PluginSelfTest.checkEq(l1.epoch, l2.epoch, "the same epoch again");
+                PluginSelfTest.check(!l1.leaseId.equals(l2.leaseId), "a new lease id");
+                PluginSelfTest.check(!l1.equals(l2) && l2.equals(new HaApi.Lease(l2.epoch, l2.leaseId))
+                        && l2.hashCode() == new HaApi.Lease(l2.epoch, l2.leaseId).hashCode(), "Lease equality");
+                PluginSelfTest.checkEq(l2, fake.ha.liveLease(cluster), "the live lease");
+                PluginSelfTest.check(!a.events.sessions.get(0).equals(a.events.sessions.get(1)), "new session id");
+                String job = new JobID().toHexString();
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> a.backend.api.getAndIncrement(l1, job));
+                PluginSelfTest.checkEq(1L, a.backend.api.getAndIncrement(a.backend.leadership.heldLease(), job), "the new term writes");
+                Thread.sleep(2 * RENEW.toMillis());
+                PluginSelfTest.checkEq(Arrays.asList("grant", "revoke", "grant"), a.events.log, "the new term holds");
+                a.events.checkAlternating();
+            }
+        });
+    }
+
     private void revokedInTime(FakeJobstore.Fault fault) throws Exception {
         String cluster = cluster();
         try (Process a = new Process(urls, cluster).leading()) {
@@ -444,8 +558,9 @@ final class HaSelfTest {
 
     private void fencing() {
         t.test("fencing: leader information is written with the leader's epoch; once the lease passed on, writes"
-                + " with the old epoch (publish, delete, state handle, counter) fail with NotLeaderException and"
-                + " change nothing; a driver that does not lead writes nothing", () -> {
+                + " with the old lease, or with the live epoch and another lease id (publish, delete, state handles,"
+                + " counter, cleanups, renew, release) fail with NotLeaderException (or are refused) and change"
+                + " nothing; a driver that does not lead writes nothing", () -> {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
                 long e1 = a.epoch();
@@ -780,6 +895,31 @@ final class HaSelfTest {
                 PluginSelfTest.check(e instanceof IOException && !(e instanceof PossibleInconsistentStateException),
                         "an IOException, not a possible inconsistency: " + e);
                 PluginSelfTest.checkEq(0, s.files(), "state discarded");
+            }
+        });
+    }
+
+    private void pagedListing() {
+        t.test("state handles: a listing of several pages (the fake's pages hold 2 handles) -> every entry once, in"
+                + " name order; other jobs' entries are not listed", () -> {
+            try (Store s = new Store(2, urls, HaApi.CHECKPOINT, new JobID().toHexString())) {
+                List<String> names = new ArrayList<>();
+                for (int i = 0; i < 7; i++) {
+                    names.add("cp-" + i);
+                    s.api.addHandle(s.held, HaApi.CHECKPOINT, s.job, "cp-" + i, new byte[] {(byte) i});
+                }
+                s.api.addHandle(s.held, HaApi.CHECKPOINT, new JobID().toHexString(), "cp-other", new byte[] {9});
+                fake.ha.pageCap(2);
+                try {
+                    long before = fake.ha.pages();
+                    List<HaApi.Handle> all = s.api.listHandles(HaApi.CHECKPOINT, s.job);
+                    PluginSelfTest.checkEq(names, all.stream().map(h -> h.name).collect(Collectors.toList()), "names");
+                    PluginSelfTest.checkEq(4L, fake.ha.pages() - before, "pages (2 + 2 + 2 + 1)");
+                    PluginSelfTest.checkEq(6, (int) all.get(6).bytes[0], "the last page's handle");
+                    PluginSelfTest.checkEq(names, sorted(s.store.getAllHandles()), "the store's names");
+                } finally {
+                    fake.ha.pageCap(Integer.MAX_VALUE);
+                }
             }
         });
     }
