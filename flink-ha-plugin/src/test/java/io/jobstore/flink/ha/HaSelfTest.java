@@ -256,6 +256,7 @@ final class HaSelfTest {
         externalChanges();
         retrieval();
         stateHandles();
+        pagedListing();
         counter();
         flinkServices();
     }
@@ -900,6 +901,26 @@ final class HaSelfTest {
     }
 
     private void pagedListing() {
+        if (fake == null) {
+            t.test("state handles: a listing past one page (80 handles of 60000 bytes: jobstore cuts a page after"
+                    + " 4 MiB) -> every entry once, in name order", () -> {
+                try (Store s = new Store(2, urls, HaApi.CHECKPOINT, new JobID().toHexString())) {
+                    List<String> names = new ArrayList<>();
+                    for (int i = 0; i < 80; i++) {
+                        String name = String.format("cp-%02d", i);
+                        names.add(name);
+                        byte[] big = new byte[60_000];
+                        Arrays.fill(big, (byte) i);
+                        s.api.addHandle(s.held, HaApi.CHECKPOINT, s.job, name, big);
+                    }
+                    List<HaApi.Handle> all = s.api.listHandles(HaApi.CHECKPOINT, s.job);
+                    PluginSelfTest.checkEq(names, all.stream().map(h -> h.name).collect(Collectors.toList()), "names");
+                    PluginSelfTest.check(all.stream().allMatch(h -> h.bytes.length == 60_000), "every handle whole");
+                    PluginSelfTest.checkEq(79, (int) all.get(79).bytes[0], "the last handle's bytes");
+                }
+            });
+            return;
+        }
         t.test("state handles: a listing of several pages (the fake's pages hold 2 handles) -> every entry once, in"
                 + " name order; other jobs' entries are not listed", () -> {
             try (Store s = new Store(2, urls, HaApi.CHECKPOINT, new JobID().toHexString())) {
