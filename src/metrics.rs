@@ -1,8 +1,10 @@
 //! The service's Prometheus metrics (rendered by the HTTP layer at `/metrics`).
 
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
+
+use crate::store::DatabaseStatus;
 
 /// The service's metrics, one registry per process (no globals, so tests can run several).
 pub struct Metrics {
@@ -17,6 +19,12 @@ pub struct Metrics {
     pub(crate) oldest_dirty: IntGaugeVec,
     pub(crate) operations: IntGaugeVec,
     pub(crate) pool: IntGaugeVec,
+    /// Standbys attached to the PostgreSQL server (last check).
+    pub(crate) db_standbys: IntGauge,
+    /// Of them, those that confirm commits synchronously.
+    pub(crate) db_synchronous_standbys: IntGauge,
+    /// 1 while a standby confirms every commit, else 0.
+    pub(crate) db_replication_synchronous: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -89,6 +97,19 @@ impl Metrics {
             "Database pool connections by state",
             &["state"],
         );
+        let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("valid metric");
+        let db_standbys = gauge(
+            "jobstore_db_standbys",
+            "Standbys attached to the PostgreSQL server jobstore writes to (pg_stat_replication), at the last check",
+        );
+        let db_synchronous_standbys = gauge(
+            "jobstore_db_synchronous_standbys",
+            "Attached standbys whose sync_state is sync or quorum, at the last check",
+        );
+        let db_replication_synchronous = gauge(
+            "jobstore_db_replication_synchronous",
+            "1 while a synchronous standby confirms every commit (/readyz database.replication is synchronous), else 0",
+        );
         for m in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
@@ -98,6 +119,9 @@ impl Metrics {
             Box::new(oldest_dirty.clone()),
             Box::new(operations.clone()),
             Box::new(pool.clone()),
+            Box::new(db_standbys.clone()),
+            Box::new(db_synchronous_standbys.clone()),
+            Box::new(db_replication_synchronous.clone()),
         ] {
             registry.register(m).expect("metric names are unique");
         }
@@ -111,6 +135,18 @@ impl Metrics {
             oldest_dirty,
             operations,
             pool,
+            db_standbys,
+            db_synchronous_standbys,
+            db_replication_synchronous,
         }
+    }
+
+    /// Sets the database gauges from a check of its replication.
+    pub fn observe_database(&self, status: &DatabaseStatus) {
+        self.db_standbys.set(status.standbys);
+        self.db_synchronous_standbys
+            .set(status.synchronous_standbys);
+        self.db_replication_synchronous
+            .set(i64::from(status.is_synchronous()));
     }
 }
