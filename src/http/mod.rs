@@ -187,7 +187,9 @@ async fn synchronous_or_refused(
         return next.run(req).await;
     }
     let message = format!(
-        "refused: jobstore runs with --require-synchronous-replication and no synchronous          standby confirms commits now (replication {}, {} standbys, {} synchronous: {});          nothing was written, try again later",
+        "refused: jobstore runs with --require-synchronous-replication and no synchronous \
+         standby confirms commits now (replication {}, {} standbys, {} synchronous: {}); \
+         nothing was written, try again later",
         status.replication.as_str(),
         status.standbys,
         status.synchronous_standbys,
