@@ -417,6 +417,13 @@ async fn a_multi_host_url_skips_a_read_only_server_and_follows_a_switchover() {
         resumed.as_secs_f64()
     );
     assert!(resumed < Duration::from_secs(5), "{resumed:?}");
+    // The refused write itself makes jobstore select the server again: a few 503s at most
+    // (polled every 20 ms), not one per poll until an idle connection's check notices.
+    let refused = statuses.get(&503).copied().unwrap_or(0);
+    assert!(
+        refused <= 10,
+        "{refused} answers 503 before the writes moved"
+    );
 }
 
 /// The server stopped under a load and started again: the 503s come at once (not after
