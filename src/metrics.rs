@@ -6,6 +6,8 @@ use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
+use crate::store::DatabaseStatus;
+
 /// What the savepoint executor of this process is doing (`/readyz`, `/metrics`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutorState {
@@ -48,6 +50,12 @@ pub struct Metrics {
     /// 1 while the executor's duties all run, else 0.
     executor_running: IntGauge,
     executor_state: AtomicU8,
+    /// Standbys attached to the PostgreSQL server (last check).
+    pub(crate) db_standbys: IntGauge,
+    /// Of them, those that confirm commits synchronously.
+    pub(crate) db_synchronous_standbys: IntGauge,
+    /// 1 while a standby confirms every commit, else 0.
+    pub(crate) db_replication_synchronous: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -130,6 +138,19 @@ impl Metrics {
             "1 while every duty of this process's savepoint executor runs, else 0",
         )
         .expect("valid metric");
+        let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("valid metric");
+        let db_standbys = gauge(
+            "jobstore_db_standbys",
+            "Standbys attached to the PostgreSQL server jobstore writes to (pg_stat_replication), at the last check",
+        );
+        let db_synchronous_standbys = gauge(
+            "jobstore_db_synchronous_standbys",
+            "Attached standbys whose sync_state is sync or quorum, at the last check",
+        );
+        let db_replication_synchronous = gauge(
+            "jobstore_db_replication_synchronous",
+            "1 while a synchronous standby confirms every commit (/readyz database.replication is synchronous), else 0",
+        );
         for m in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
@@ -141,6 +162,9 @@ impl Metrics {
             Box::new(pool.clone()),
             Box::new(task_restarts.clone()),
             Box::new(executor_running.clone()),
+            Box::new(db_standbys.clone()),
+            Box::new(db_synchronous_standbys.clone()),
+            Box::new(db_replication_synchronous.clone()),
         ] {
             registry.register(m).expect("metric names are unique");
         }
@@ -157,6 +181,9 @@ impl Metrics {
             task_restarts,
             executor_running,
             executor_state: AtomicU8::new(ExecutorState::Off as u8),
+            db_standbys,
+            db_synchronous_standbys,
+            db_replication_synchronous,
         }
     }
 
@@ -174,5 +201,14 @@ impl Metrics {
         self.executor_state.store(state as u8, Ordering::Relaxed);
         self.executor_running
             .set(i64::from(state == ExecutorState::Running));
+    }
+
+    /// Sets the database gauges from a check of its replication.
+    pub fn observe_database(&self, status: &DatabaseStatus) {
+        self.db_standbys.set(status.standbys);
+        self.db_synchronous_standbys
+            .set(status.synchronous_standbys);
+        self.db_replication_synchronous
+            .set(i64::from(status.is_synchronous()));
     }
 }

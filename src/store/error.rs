@@ -57,7 +57,10 @@ impl From<sqlx::Error> for StoreError {
                 // (`ALTER DATABASE ... ALLOW_CONNECTIONS false`, a maintenance window).
                 let refused =
                     code == "55000" && db.message().contains("not currently accepting connections");
+                // 25006 read-only transaction: the server became a standby (a failover,
+                // a switchover) under the connection; another server takes the writes.
                 let unavailable = code.starts_with("08")
+                    || code == "25006"
                     || code.starts_with("57P")
                     || code.starts_with("53")
                     || refused
