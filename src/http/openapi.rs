@@ -591,8 +591,8 @@ fn service_operations() -> Vec<Operation> {
         ),
         plain(
             "/readyz",
-            "The database is reachable and migrated",
-            vec![(200, "Ready", None), err(503, "Not ready")],
+            "The database is reachable and migrated; what the executor does and what the database promises",
+            vec![ok(200, "Ready", "Ready"), err(503, "Not ready")],
         ),
         plain(
             "/metrics",
@@ -1188,6 +1188,26 @@ fn lifecycle_schemas(nullable_time: &Value, failure_cause: &Value) -> Value {
 /// The schemas of the HA-services routes (issue 15).
 fn ha_schemas(time: &Value) -> Value {
     json!({
+        "Ready": {
+            "type": "object",
+            "required": ["status", "executor", "database"],
+            "properties": {
+                "status": {"type": "string", "enum": ["ready"]},
+                "executor": {"type": "string", "enum": ["off", "running", "restarting", "stopped"]},
+                "database": {
+                    "type": "object",
+                    "required": ["replication", "standbys", "synchronous-standbys", "checked-at"],
+                    "properties": {
+                        "replication": {"type": "string", "enum": ["synchronous", "asynchronous", "none", "unknown"]},
+                        "standbys": {"type": "integer"},
+                        "synchronous-standbys": {"type": "integer"},
+                        "synchronous-commit": {"type": "string"},
+                        "detail": {"type": "string"},
+                        "checked-at": time
+                    }
+                }
+            }
+        },
         "AcquireRequest": {
             "type": "object",
             "additionalProperties": false,
