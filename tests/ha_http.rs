@@ -1,4 +1,4 @@
-//! The HA routes (issue 15) on both backends: lease acquire / renew / release, leader
+//! The HA routes on both backends: lease acquire / renew / release, leader
 //! information, state handles and counters under `/v1/clusters/{cluster}/ha`; a stale
 //! epoch answered 409 with the data unchanged; bad input 400, never a 5xx.
 

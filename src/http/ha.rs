@@ -1,4 +1,4 @@
-//! Flink's HA services over HTTP (issue 15): the cluster's leader lease, the leader
+//! Flink's HA services over HTTP: the cluster's leader lease, the leader
 //! information of each component (with a long poll that learns of changes at once), the
 //! state handles of execution plans, applications and checkpoints, the checkpoint id
 //! counters, and the cleanup of a job's or a cluster's HA data, under

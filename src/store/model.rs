@@ -353,7 +353,7 @@ pub struct Progress {
     pub flink_trigger_id: Option<TriggerId>,
 }
 
-// ---- Savepoint lifecycle: schedules, retention, job names (issue 16) -------------------
+// ---- Savepoint lifecycle: schedules, retention, job names -------------------
 
 /// A time as whole epoch milliseconds, rounded (how the statements compare due times, and
 /// what derived trigger ids name).
