@@ -1,5 +1,5 @@
 //! What the store keeps: the types its methods take and answer. Every row is decoded by
-//! column name into one of these (typed ids included), in `store::rows`.
+//! column name into one of these (typed ids included), by `sqlx::FromRow`.
 
 use std::fmt;
 use std::str::FromStr;
