@@ -10,9 +10,11 @@
 //! - a cap on open connections (past it, new connections are closed at once and the ones
 //!   open are served).
 //!
-//! - the answers hyper writes itself before the router (`400` for a head that does not
-//!   parse, `431` for one over its buffer) carry the `{"errors": [...]}` body every other
-//!   answer has ([`error_bodies`]).
+//! The answers hyper writes itself before a request reaches the router (`400` for a head
+//! that does not parse or names an HTTP version other than 1.0 and 1.1, `431` for one over
+//! its buffer, `414` for a target over 65534 bytes) keep hyper's empty body
+//! (`content-length: 0`); every answer of the router has the `{"errors": [...]}` body. The
+//! connection's stream reaches hyper as it is (`TokioIo<TcpStream>`, which writes vectored).
 //!
 //! Graceful shutdown: on the signal the listener closes, every connection is told to finish
 //! (HTTP/2 GOAWAY; HTTP/1 closes once its request in flight is answered; idle ones close at
@@ -33,14 +35,11 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-
-mod error_bodies;
-use error_bodies::{Busy, ErrorBodies};
 
 /// Pause between HTTP/2 keep-alive pings, and how long an answer to one may take.
 const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -127,12 +126,6 @@ impl Activity {
     }
 }
 
-impl Busy for Activity {
-    fn busy(&self) -> bool {
-        self.in_flight.load(Ordering::SeqCst) > 0
-    }
-}
-
 /// A request not yet fully answered (its answer's body included); dropped when it is.
 struct InFlight(Arc<Activity>);
 
@@ -204,6 +197,12 @@ where
     }
 }
 
+/// A connection's stream as hyper gets it: as it is, so that hyper writes vectored (an
+/// answer's head and body in one `writev`, without copying them into one buffer).
+fn hyper_io(stream: TcpStream) -> TokioIo<TcpStream> {
+    TokioIo::new(stream)
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then lets what is in flight finish
 /// for at most `limits.shutdown_timeout`.
 pub async fn serve(
@@ -257,10 +256,7 @@ pub async fn serve(
         let mut finishing = finishing.clone();
         let abort = abort.clone();
         tokio::spawn(async move {
-            let conn = builder.serve_connection_with_upgrades(
-                TokioIo::new(ErrorBodies::new(stream, activity.clone())),
-                service,
-            );
+            let conn = builder.serve_connection_with_upgrades(hyper_io(stream), service);
             tokio::pin!(conn);
             // Since when the connection has been told to finish (shutdown or idle). It is
             // then dropped once it has had no request in flight for IDLE_CLOSE_GRACE: a
@@ -341,4 +337,19 @@ pub async fn serve(
         let _ = tokio::time::timeout(Duration::from_secs(2), finish.closed()).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn hyper_writes_vectored_on_a_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (accepted, client) = tokio::join!(listener.accept(), client);
+        let (stream, _) = accepted.unwrap();
+        let _client = client.unwrap();
+        assert!(hyper::rt::Write::is_write_vectored(&hyper_io(stream)));
+    }
 }
