@@ -1,7 +1,12 @@
 # Builds the jobstore binary and runs it on a slim Debian image.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+# What the build reads: the workspace's manifests and lock file (bench/ is a member, so cargo
+# loads its manifest; its sources are not built here), build.rs and what it reads
+# (src/store/sql, migrations), and the sources. scripts/docker-check.py runs this stage on a
+# copy of exactly these paths.
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY bench/Cargo.toml ./bench/
 COPY migrations ./migrations
 COPY src ./src
 RUN cargo build --release --locked --bin jobstore

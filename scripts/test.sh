@@ -5,7 +5,7 @@
 # Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres),
 # Java 17 and Python 3 with pip (Flink and schemathesis are installed from PyPI into
 # .flink/ on first use). The real-Flink suites are tests/flink/run.py (see its docstring).
-# SKIP_FLINK=1 runs only the Rust suites.
+# SKIP_FLINK=1 runs only the Rust suites; SKIP_DOCKER_CHECK=1 skips scripts/docker-check.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,24 +20,43 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (PostgreSQL and SQLite)"
 cargo test --workspace --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
 
-# The README's Run command builds the release profile (fat LTO: minutes, mostly on one core)
-# while the fuzzer runs on the debug binary; its output is printed when both are done.
-readme_log=$(mktemp)
-bash scripts/readme-run.sh >"$readme_log" 2>&1 &
-readme_pid=$!
-trap 'kill "$readme_pid" 2>/dev/null || true; rm -f "$readme_log"' EXIT
+# In the background, while the fuzzer runs on the debug binary: the Docker image's build
+# stage on a copy of exactly what it copies (scripts/docker-check.py: the release profile,
+# fat LTO, minutes, mostly on one core), then the README's Run command (cargo run --release),
+# which finds that release build done (cargo's artifacts do not depend on where the
+# workspace lies, and the copy holds the same tracked files). SKIP_DOCKER_CHECK=1 skips the
+# first; the README's command then builds the release profile itself. Their output is
+# printed when the fuzzer is done.
+bg_dir=$(mktemp -d)
+(
+  if [ "${SKIP_DOCKER_CHECK:-0}" = 1 ]; then
+    echo "SKIP_DOCKER_CHECK=1: the Docker image's build stage was not checked" >"$bg_dir/docker.log"
+    echo 0 >"$bg_dir/docker.rc"
+  else
+    rc=0; python3 scripts/docker-check.py >"$bg_dir/docker.log" 2>&1 || rc=$?
+    echo "$rc" >"$bg_dir/docker.rc"
+  fi
+  rc=0; bash scripts/readme-run.sh >"$bg_dir/readme.log" 2>&1 || rc=$?
+  echo "$rc" >"$bg_dir/readme.rc"
+) &
+bg_pid=$!
+trap 'kill "$bg_pid" 2>/dev/null || true; rm -rf "$bg_dir"' EXIT
 
 step "fuzzing every route of the OpenAPI document (schemathesis)"
 fuzz_rc=0
 bash scripts/fuzz.sh || fuzz_rc=$?
 
+wait "$bg_pid" || true
+step "the Docker image without Docker (scripts/docker-check.py: its build stage on a copy of what it copies, its command and health check)"
+cat "$bg_dir/docker.log" >&2
+docker_rc=$(cat "$bg_dir/docker.rc" 2>/dev/null || echo 1)
 step "the README's Run command, as written (cargo run --release -- serve --help)"
-readme_rc=0
-wait "$readme_pid" || readme_rc=$?
-cat "$readme_log" >&2
+cat "$bg_dir/readme.log" >&2
+readme_rc=$(cat "$bg_dir/readme.rc" 2>/dev/null || echo 1)
 trap - EXIT
-rm -f "$readme_log"
+rm -rf "$bg_dir"
 [ "$fuzz_rc" -eq 0 ] || { echo "fuzzing failed" >&2; exit 1; }
+[ "$docker_rc" -eq 0 ] || { echo "the Docker image's check failed" >&2; exit 1; }
 [ "$readme_rc" -eq 0 ] || { echo "the README's Run command failed" >&2; exit 1; }
 
 if [ "${SKIP_FLINK:-0}" = 1 ]; then

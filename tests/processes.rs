@@ -222,6 +222,69 @@ async fn serve_exits_zero_on_sigterm() {
     );
 }
 
+/// The Dockerfile's last stage (the image compose runs): its instructions, continuation
+/// lines joined and comments dropped, as (KEYWORD, arguments).
+fn dockerfile_runtime_stage(root: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root.join("Dockerfile"))
+        .expect("a Dockerfile at the repository root");
+    let mut instrs: Vec<(String, String)> = Vec::new();
+    let mut buf = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('#') || (trimmed.is_empty() && buf.is_empty()) {
+            continue;
+        }
+        match line.trim_end().strip_suffix('\\') {
+            Some(head) => {
+                buf.push_str(head);
+                buf.push(' ');
+            }
+            None => {
+                buf.push_str(line);
+                let (keyword, args) = buf.trim().split_once(' ').unwrap_or((buf.trim(), ""));
+                instrs.push((keyword.to_ascii_uppercase(), args.trim().to_owned()));
+                buf.clear();
+            }
+        }
+    }
+    let last_from = instrs
+        .iter()
+        .rposition(|(k, _)| k == "FROM")
+        .expect("a FROM");
+    instrs.split_off(last_from + 1)
+}
+
+/// The one `KEYWORD` instruction of a stage.
+fn instruction<'a>(stage: &'a [(String, String)], keyword: &str) -> &'a str {
+    let found: Vec<&str> = stage
+        .iter()
+        .filter(|(k, _)| k == keyword)
+        .map(|(_, a)| a.as_str())
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "the image's last stage has {} {keyword}",
+        found.len()
+    );
+    found[0]
+}
+
+/// A compose `command`/`entrypoint`/`test` value, or an exec-form instruction, as words.
+fn words(value: &yaml_rust2::Yaml) -> Option<Vec<String>> {
+    use yaml_rust2::Yaml;
+    match value {
+        Yaml::String(s) => Some(s.split_whitespace().map(str::to_owned).collect()),
+        Yaml::Array(items) => Some(
+            items
+                .iter()
+                .map(|i| i.as_str().expect("a string").to_owned())
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
 #[test]
 fn docker_compose_runs_postgres_and_two_replicas_built_here() {
     use yaml_rust2::{Yaml, YamlLoader};
@@ -235,31 +298,105 @@ fn docker_compose_runs_postgres_and_two_replicas_built_here() {
     for name in ["postgres", "jobstore-1", "jobstore-2"] {
         assert!(names.contains(&name), "no service {name}: {names:?}");
     }
-    assert!(
-        root.join("Dockerfile").is_file(),
-        "no Dockerfile at the repository root"
+
+    // The image those services run (the Dockerfile's last stage; scripts/docker-check.py
+    // builds its build stage and runs its command and health check).
+    let stage = dockerfile_runtime_stage(root);
+    let exec = |keyword: &str| -> Vec<String> {
+        serde_json::from_str(instruction(&stage, keyword))
+            .unwrap_or_else(|e| panic!("{keyword} is not in the JSON exec form: {e}"))
+    };
+    let (image_entrypoint, image_cmd) = (exec("ENTRYPOINT"), exec("CMD"));
+    let image_health = instruction(&stage, "HEALTHCHECK").to_owned();
+    let image_listen = stage
+        .iter()
+        .filter(|(k, _)| k == "ENV")
+        .find_map(|(_, a)| a.strip_prefix("JOBSTORE_LISTEN="))
+        .map(str::to_owned);
+    // The routes the binary serves: the generated OpenAPI document (tests/openapi.rs checks
+    // the snapshot against it).
+    let openapi: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("tests/snapshots/openapi.json"))
+            .expect("the OpenAPI snapshot"),
+    )
+    .expect("the OpenAPI snapshot parses");
+    // The variables `jobstore serve` reads.
+    let (status, help) = run(&["serve", "--help"]);
+    assert!(status.success(), "jobstore serve --help: {status}\n{help}");
+
+    // Every service built from this repository is a jobstore replica, and every jobstore
+    // service is built from it.
+    let jobstore: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| n.starts_with("jobstore") || !docs[0]["services"][*n]["build"].is_badvalue())
+        .collect();
+    assert_eq!(
+        jobstore,
+        ["jobstore-1", "jobstore-2"],
+        "the jobstore services"
     );
-    for name in ["jobstore-1", "jobstore-2"] {
+    for name in jobstore {
         let service = &docs[0]["services"][name];
-        // `build: .` or `build: {context: .}`.
+        // `build: .` or `build: {context: ., dockerfile: Dockerfile}`.
         let build = &service["build"];
         let context = build.as_str().or_else(|| build["context"].as_str());
         assert!(
             matches!(context, Some("." | "./")),
             "{name} is not built from the repository root: {build:?}"
         );
+        assert!(
+            matches!(build["dockerfile"].as_str(), None | Some("Dockerfile")),
+            "{name} is not built from ./Dockerfile: {build:?}"
+        );
+        assert!(
+            service["image"].is_badvalue(),
+            "{name} names an image besides its build"
+        );
+
+        // What it runs: the image's ENTRYPOINT and CMD unless compose replaces them.
+        let entrypoint = words(&service["entrypoint"]).unwrap_or_else(|| image_entrypoint.clone());
+        let command = words(&service["command"]).unwrap_or_else(|| image_cmd.clone());
+        assert_eq!(entrypoint, ["jobstore"], "{name}: entrypoint");
+        assert_eq!(
+            command.first().map(String::as_str),
+            Some("serve"),
+            "{name}: command {command:?}"
+        );
+
         // `environment` as a map or as a list of KEY=VALUE.
         let env = &service["environment"];
-        let url = match env {
-            Yaml::Hash(_) => env["JOBSTORE_DATABASE_URL"].as_str().map(str::to_owned),
+        let vars: BTreeMap<String, String> = match env {
+            Yaml::Hash(map) => map
+                .iter()
+                .map(|(k, v)| {
+                    let value = v
+                        .as_str()
+                        .map(str::to_owned)
+                        .or_else(|| v.as_i64().map(|i| i.to_string()));
+                    (
+                        k.as_str().expect("a name").to_owned(),
+                        value.unwrap_or_default(),
+                    )
+                })
+                .collect(),
             Yaml::Array(items) => items
                 .iter()
                 .filter_map(Yaml::as_str)
-                .find_map(|s| s.strip_prefix("JOBSTORE_DATABASE_URL="))
-                .map(str::to_owned),
-            _ => None,
+                .filter_map(|s| s.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        for var in vars.keys().filter(|k| k.starts_with("JOBSTORE_")) {
+            assert!(
+                help.contains(&format!("[env: {var}]")) || help.contains(&format!("[env: {var}=")),
+                "{name}: {var} is not a variable `jobstore serve` reads"
+            );
         }
-        .unwrap_or_else(|| panic!("{name} sets no JOBSTORE_DATABASE_URL: {env:?}"));
+        let url = vars
+            .get("JOBSTORE_DATABASE_URL")
+            .unwrap_or_else(|| panic!("{name} sets no JOBSTORE_DATABASE_URL: {env:?}"));
         let (scheme, rest) = url.split_once("://").expect("a URL");
         assert!(matches!(scheme, "postgres" | "postgresql"), "{name}: {url}");
         let authority = rest.split('/').next().unwrap();
@@ -268,6 +405,62 @@ fn docker_compose_runs_postgres_and_two_replicas_built_here() {
         assert_eq!(
             host, "postgres",
             "{name} does not use the postgres service: {url}"
+        );
+
+        // The port it listens on is the one published and the one its health check calls.
+        let listen = vars
+            .get("JOBSTORE_LISTEN")
+            .or(image_listen.as_ref())
+            .unwrap_or_else(|| {
+                panic!("{name}: no JOBSTORE_LISTEN (jobstore listens on 127.0.0.1 by default)")
+            });
+        let (listen_host, listen_port) = listen.rsplit_once(':').expect("HOST:PORT");
+        assert!(
+            matches!(listen_host, "0.0.0.0" | "[::]"),
+            "{name}: listens on {listen}, unreachable from outside its container"
+        );
+        let published: Vec<String> = service["ports"]
+            .as_vec()
+            .unwrap_or_else(|| panic!("{name} publishes no port"))
+            .iter()
+            .map(|p| {
+                let p = p.as_str().expect("ports as \"HOST:CONTAINER\" strings");
+                p.rsplit(':')
+                    .next()
+                    .unwrap()
+                    .split('/')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            published,
+            [listen_port],
+            "{name}: published container ports"
+        );
+
+        // The health check: compose's own, or the image's; on that port, at a GET route the
+        // binary serves.
+        let health = &service["healthcheck"];
+        assert!(
+            health["disable"].as_bool() != Some(true),
+            "{name}: health check disabled"
+        );
+        let test = match words(&health["test"]) {
+            Some(test) => test.join(" "),
+            None => image_health.clone(),
+        };
+        let (_, after) = test.split_once("http://127.0.0.1:").unwrap_or_else(|| {
+            panic!("{name}: the health check {test:?} calls no http://127.0.0.1:PORT/")
+        });
+        let (port, path) = after.split_once('/').expect("a path");
+        let path = format!("/{}", path.split_whitespace().next().unwrap());
+        assert_eq!(port, listen_port, "{name}: the health check's port");
+        assert_eq!(path, "/readyz", "{name}: the health check's endpoint");
+        assert!(
+            !openapi["paths"][&path]["get"].is_null(),
+            "{name}: the health check calls {path}, which jobstore does not serve"
         );
     }
 }
