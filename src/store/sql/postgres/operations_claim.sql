@@ -11,6 +11,6 @@ UPDATE savepoint_operations
           AND (s.lease_expires_at IS NULL OR s.lease_expires_at < now())
           AND NOT (s.cluster_id = ANY (string_to_array($3, ',')))
         ORDER BY s.next_attempt_at LIMIT 1 FOR UPDATE OF s SKIP LOCKED)
-RETURNING cluster_id, job_id, request_id, kind, status, target_directory, format_type, location, failure_cause, created_at, completed_at, attempt, lease_owner, triggered_at, last_error, trigger, checkpoint_type, checkpoint_id, savepoint_path, flink_trigger_id, disposed_at, due_at, retry, job_name,
+RETURNING {operation_columns},
        (SELECT c.flink_rest_url FROM clusters c
          WHERE c.cluster_id = savepoint_operations.cluster_id) AS flink_rest_url

@@ -1,7 +1,7 @@
 -- $1 base backoff in ms, $2 most retries: failed scheduled operations to try again, each once
 -- its backoff ($1 * 2^retry) has passed, while no later try of its due time and no later due
 -- time of its job exists.
-SELECT cluster_id, job_id, request_id, kind, status, target_directory, format_type, location, failure_cause, created_at, completed_at, attempt, lease_owner, triggered_at, last_error, trigger, checkpoint_type, checkpoint_id, savepoint_path, flink_trigger_id, disposed_at, due_at, retry, job_name
+SELECT {operation_columns}
   FROM savepoint_operations o
  WHERE o.trigger = 'schedule' AND o.status = 'COMPLETED' AND o.failure_cause IS NOT NULL
    AND o.retry < $2

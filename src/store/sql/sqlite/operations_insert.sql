@@ -7,4 +7,4 @@ INSERT INTO savepoint_operations
      checkpoint_type, savepoint_path, due_at, retry, job_name)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, strftime('%Y-%m-%dT%H:%M:%fZ', CAST($10 AS REAL) / 1000.0, 'unixepoch'), $11, $12)
 ON CONFLICT (cluster_id, job_id, request_id) DO NOTHING
-RETURNING cluster_id, job_id, request_id, kind, status, target_directory, format_type, location, failure_cause, created_at, completed_at, attempt, lease_owner, triggered_at, last_error, trigger, checkpoint_type, checkpoint_id, savepoint_path, flink_trigger_id, disposed_at, due_at, retry, job_name
+RETURNING {operation_columns}
