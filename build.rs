@@ -1,22 +1,55 @@
 //! Builds the store's statement table from the SQL files under `src/store/sql/`: one constant
 //! per statement name, with the text each backend runs.
 //!
-//! - `common/NAME.sql`: one statement both backends run as written;
-//! - `postgres/NAME.sql` and `sqlite/NAME.sql`: a statement whose dialects differ (times on
-//!   the database's clock, row locks, index hints): both files must exist, and no common one.
+//! - `common/NAME.sql`: one statement for both backends, which differ at most in the spelling
+//!   of the placeholders below;
+//! - `postgres/NAME.sql` and `sqlite/NAME.sql`: a statement whose SQL truly differs (its
+//!   header says why): both files must exist, and no common one;
+//! - `fragments/NAME.sql`: text that statements share, written in as `{NAME}` (without its
+//!   `--` comment lines and its final newline).
 //!
-//! The build fails on a statement that one backend lacks, so that a store method cannot be
-//! written for one backend only.
+//! The placeholders, for PostgreSQL and for SQLite (X is SQL, written in as it stands, with
+//! its `$N` parameters):
+//!
+//! - `{now}`: `now()`; `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
+//! - `{now_plus_ms(X)}`, `{now_minus_ms(X)}`: now plus (minus) X milliseconds,
+//!   `now() + make_interval(secs => CAST(X AS double precision) / 1000.0)`;
+//!   `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || (CAST(X AS REAL) / 1000.0) || ' seconds')`;
+//! - `{timestamp_from_ms(X)}`: the time of X epoch milliseconds,
+//!   `to_timestamp(CAST(X AS double precision) / 1000.0)`;
+//!   `strftime('%Y-%m-%dT%H:%M:%fZ', CAST(X AS REAL) / 1000.0, 'unixepoch')`;
+//! - `{epoch_ms(X)}`: the time X as epoch milliseconds (NULL for PostgreSQL's infinities),
+//!   `CASE WHEN isfinite(X) THEN CAST(floor(extract(epoch FROM X) * 1000) AS bigint) END`;
+//!   `CAST(round((julianday(X) - 2440587.5) * 86400000) AS INTEGER)`;
+//! - `{uuid(X)}`, `{uuid_text(X)}`, `{json(X)}`: `CAST(X AS uuid)`, `CAST(X AS text)`,
+//!   `CAST(X AS json)`; X (SQLite keeps lease ids and results as text);
+//! - `{for_share}`: ` FOR SHARE` (a share lock on the rows read); nothing (SQLite has one
+//!   writer);
+//! - `{indexed_by(INDEX)}`: nothing; ` INDEXED BY INDEX` (an index hint).
+//!
+//! The build fails, naming the file, on an unknown placeholder, on a `{` or `}` that is not
+//! one, and on a statement that one backend lacks (so that a store method cannot be written
+//! for one backend only).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const SQL_DIR: &str = "src/store/sql";
 
-fn names(dir: &Path) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+#[derive(Clone, Copy, PartialEq)]
+enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// The `.sql` files of a folder by name (none when the folder does not exist).
+fn files(dir: &Path) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries {
         let path = entry.expect("a directory entry").path();
         if path.extension().is_some_and(|e| e == "sql") {
             let stem = path
@@ -26,13 +59,199 @@ fn names(dir: &Path) -> BTreeSet<String> {
             assert!(
                 stem.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
-                "{}: statement names are lowercase snake_case",
+                "{}: statement and fragment names are lowercase snake_case",
                 path.display()
             );
-            out.insert(stem.to_owned());
+            out.insert(stem.to_owned(), path);
         }
     }
     out
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The text of a placeholder for a backend: `Ok(None)` when it is not a built-in one.
+fn builtin(name: &str, arg: Option<&str>, backend: Backend) -> Result<Option<String>, String> {
+    use Backend::{Postgres, Sqlite};
+    const SQLITE_NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+    let takes_arg = || arg.ok_or_else(|| format!("{{{name}(...)}} takes an argument"));
+    let text = match name {
+        "now" | "for_share" if arg.is_some() => {
+            return Err(format!("{{{name}}} takes no argument"));
+        }
+        "now" => match backend {
+            Postgres => "now()".to_owned(),
+            Sqlite => SQLITE_NOW.to_owned(),
+        },
+        "for_share" => match backend {
+            Postgres => " FOR SHARE".to_owned(),
+            Sqlite => String::new(),
+        },
+        "now_plus_ms" | "now_minus_ms" => {
+            let x = takes_arg()?;
+            let sign = if name == "now_plus_ms" { '+' } else { '-' };
+            match backend {
+                Postgres => {
+                    format!(
+                        "now() {sign} make_interval(secs => CAST({x} AS double precision) / 1000.0)"
+                    )
+                }
+                Sqlite => format!(
+                    "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '{sign}' || (CAST({x} AS REAL) / 1000.0) || ' seconds')"
+                ),
+            }
+        }
+        "timestamp_from_ms" => {
+            let x = takes_arg()?;
+            match backend {
+                Postgres => format!("to_timestamp(CAST({x} AS double precision) / 1000.0)"),
+                Sqlite => {
+                    format!(
+                        "strftime('%Y-%m-%dT%H:%M:%fZ', CAST({x} AS REAL) / 1000.0, 'unixepoch')"
+                    )
+                }
+            }
+        }
+        "epoch_ms" => {
+            let x = takes_arg()?;
+            match backend {
+                Postgres => format!(
+                    "CASE WHEN isfinite({x}) THEN CAST(floor(extract(epoch FROM {x}) * 1000) AS bigint) END"
+                ),
+                Sqlite => {
+                    format!("CAST(round((julianday({x}) - 2440587.5) * 86400000) AS INTEGER)")
+                }
+            }
+        }
+        "uuid" | "uuid_text" | "json" => {
+            let x = takes_arg()?;
+            let ty = if name == "uuid_text" { "text" } else { name };
+            match backend {
+                Postgres => format!("CAST({x} AS {ty})"),
+                Sqlite => x.to_owned(),
+            }
+        }
+        "indexed_by" => {
+            let index = takes_arg()?;
+            if index.is_empty()
+                || !index
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            {
+                return Err(format!("{{indexed_by({index})}} names no index"));
+            }
+            match backend {
+                Postgres => String::new(),
+                Sqlite => format!(" INDEXED BY {index}"),
+            }
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(text))
+}
+
+struct Expander {
+    fragments: BTreeMap<String, PathBuf>,
+}
+
+impl Expander {
+    /// `text` with its placeholders written out for `backend`.
+    fn expand(&self, text: &str, backend: Backend, depth: usize) -> Result<String, String> {
+        if depth > 8 {
+            return Err("placeholders nested too deep (a fragment that names itself?)".into());
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find(['{', '}']) {
+            out.push_str(&rest[..at]);
+            if rest[at..].starts_with('}') {
+                return Err(format!(
+                    "a `}}` that closes no placeholder: {:?}",
+                    line_of(rest, at)
+                ));
+            }
+            let (name, arg, len) = parse(&rest[at..]).ok_or_else(|| {
+                format!("a `{{` that opens no placeholder: {:?}", line_of(rest, at))
+            })?;
+            let arg = arg
+                .map(|a| self.expand(a, backend, depth + 1))
+                .transpose()?;
+            let text = match builtin(name, arg.as_deref(), backend)? {
+                Some(text) => text,
+                None => match (self.fragments.get(name), &arg) {
+                    (Some(path), None) => {
+                        let fragment: String = read(path)
+                            .lines()
+                            .filter(|l| !l.trim_start().starts_with("--"))
+                            .collect::<Vec<_>>()
+                            .join("\n");
+                        self.expand(fragment.trim_end(), backend, depth + 1)
+                            .map_err(|e| format!("{}: {e}", path.display()))?
+                    }
+                    (Some(_), Some(_)) => return Err(format!("{{{name}}} takes no argument")),
+                    (None, _) => return Err(format!("unknown placeholder {{{name}}}")),
+                },
+            };
+            out.push_str(&text);
+            rest = &rest[at + len..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+/// The line of `text` around byte `at`, for an error.
+fn line_of(text: &str, at: usize) -> &str {
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    &text[start..end]
+}
+
+/// A placeholder at the start of `text` (which starts with `{`): its name, its argument (the
+/// text between balanced parentheses) and its length.
+fn parse(text: &str) -> Option<(&str, Option<&str>, usize)> {
+    let body = &text[1..];
+    let name_len = body
+        .bytes()
+        .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+        .count();
+    if name_len == 0 {
+        return None;
+    }
+    let name = &body[..name_len];
+    let after = &body[name_len..];
+    if let Some(inner) = after.strip_prefix('(') {
+        let mut depth = 1;
+        for (i, c) in inner.char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                '\n' => return None,
+                _ => {}
+            }
+            if depth == 0 {
+                return inner[i + 1..]
+                    .starts_with('}')
+                    .then(|| (name, Some(&inner[..i]), 1 + name_len + 1 + i + 2));
+            }
+        }
+        None
+    } else {
+        after
+            .starts_with('}')
+            .then_some((name, None, 1 + name_len + 1))
+    }
+}
+
+/// A Rust raw string literal holding `text`.
+fn literal(text: &str) -> String {
+    let mut hashes = String::from("#");
+    while text.contains(&format!("\"{hashes}")) {
+        hashes.push('#');
+    }
+    format!("r{hashes}\"{text}\"{hashes}")
 }
 
 fn main() {
@@ -40,41 +259,45 @@ fn main() {
     // refinery embeds the migrations at compile time.
     println!("cargo:rerun-if-changed=migrations");
     let root = Path::new(SQL_DIR);
-    for sub in ["common", "postgres", "sqlite"] {
+    for sub in ["common", "postgres", "sqlite", "fragments"] {
         println!("cargo:rerun-if-changed={SQL_DIR}/{sub}");
     }
-    let common = names(&root.join("common"));
-    let postgres = names(&root.join("postgres"));
-    let sqlite = names(&root.join("sqlite"));
-    if let Some(name) = postgres.symmetric_difference(&sqlite).next() {
+    let common = files(&root.join("common"));
+    let postgres = files(&root.join("postgres"));
+    let sqlite = files(&root.join("sqlite"));
+    let expander = Expander {
+        fragments: files(&root.join("fragments")),
+    };
+    let pg_names: BTreeSet<&String> = postgres.keys().collect();
+    let lite_names: BTreeSet<&String> = sqlite.keys().collect();
+    if let Some(name) = pg_names.symmetric_difference(&lite_names).next() {
         panic!("{SQL_DIR}: statement {name} has a file for one backend only");
     }
-    if let Some(name) = common.intersection(&postgres).next() {
+    if let Some(name) = common.keys().find(|n| postgres.contains_key(*n)) {
         panic!("{SQL_DIR}: statement {name} is both common and per backend");
     }
 
+    let expand = |path: &Path, backend| {
+        expander
+            .expand(&read(path), backend, 0)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
     let mut out = String::from("// Generated by build.rs from src/store/sql: do not edit.\n");
-    let all: BTreeSet<(&String, bool)> = common
+    let all: BTreeMap<&String, (&PathBuf, &PathBuf, String)> = common
         .iter()
-        .map(|n| (n, true))
-        .chain(postgres.iter().map(|n| (n, false)))
-        .collect();
-    for (name, is_common) in all {
-        let file = |dir: &str| {
-            format!(
-                "include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/{SQL_DIR}/{dir}/{name}.sql\"))"
+        .map(|(n, p)| (n, (p, p, format!("common/{n}.sql"))))
+        .chain(postgres.iter().map(|(n, p)| {
+            (
+                n,
+                (p, &sqlite[n], format!("postgres/{n}.sql, sqlite/{n}.sql")),
             )
-        };
-        let (pg, lite) = if is_common {
-            (file("common"), file("common"))
-        } else {
-            (file("postgres"), file("sqlite"))
-        };
-        let where_ = if is_common {
-            format!("common/{name}.sql")
-        } else {
-            format!("postgres/{name}.sql, sqlite/{name}.sql")
-        };
+        }))
+        .collect();
+    for (name, (pg, lite, where_)) in all {
+        let (pg, lite) = (
+            literal(&expand(pg, Backend::Postgres)),
+            literal(&expand(lite, Backend::Sqlite)),
+        );
         writeln!(
             out,
             "/// `{where_}`\npub const {}: Sql = Sql {{ name: \"{name}\", postgres: {pg}, sqlite: {lite} }};",

@@ -1,6 +1,6 @@
 -- $1 cluster, $2 job name: the newest completed savepoint, not disposed of, of any job of that
 -- name (a redeployed job gets a new id; view job_names, migration V7).
-SELECT cluster_id, job_id, request_id, kind, status, target_directory, format_type, location, failure_cause, created_at, completed_at, attempt, lease_owner, triggered_at, last_error, trigger, checkpoint_type, checkpoint_id, savepoint_path, flink_trigger_id, disposed_at, due_at, retry, job_name
+SELECT {operation_columns}
   FROM savepoint_operations
  WHERE cluster_id = $1 AND status = 'COMPLETED' AND location IS NOT NULL
    AND disposed_at IS NULL AND kind IN ('SAVEPOINT', 'CANCEL_WITH_SAVEPOINT', 'STOP_WITH_SAVEPOINT', 'TERMINATE_WITH_SAVEPOINT')

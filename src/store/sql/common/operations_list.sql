@@ -1,6 +1,6 @@
 -- $1 cluster, $2 job (NULL: any), $3 status (NULL: any), $4 and $5 the (job, request) of the
 -- last operation of the previous page ('' before the first), $6 limit, $7 kind (NULL: any).
-SELECT cluster_id, job_id, request_id, kind, status, target_directory, format_type, location, failure_cause, created_at, completed_at, attempt, lease_owner, triggered_at, last_error, trigger, checkpoint_type, checkpoint_id, savepoint_path, flink_trigger_id, disposed_at, due_at, retry, job_name
+SELECT {operation_columns}
   FROM savepoint_operations
  WHERE cluster_id = $1 AND ($2 IS NULL OR job_id = $2) AND ($3 IS NULL OR status = $3)
    AND ($7 IS NULL OR kind = $7) AND (job_id, request_id) > ($4, $5)

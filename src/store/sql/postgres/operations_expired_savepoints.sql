@@ -6,6 +6,8 @@
 -- never a location that a latest savepoint of the cluster also names (two completions
 -- reporting one path). A max age is taken as at most 100 years (the API's bound; a larger
 -- one written by hand would put the cut-off outside the timestamps the database holds).
+-- Per backend: the smaller of two values is LEAST in PostgreSQL, MIN in SQLite; PostgreSQL
+-- shifts a bigint (its integer `<<` wraps at 32 bits), SQLite's integers have 64.
 SELECT s.cluster_id, s.job_id, s.location, COALESCE(d.tries, 0) AS retries
   FROM savepoint_ages s JOIN savepoint_retention r ON r.cluster_id = s.cluster_id
    AND r.job_id = COALESCE((SELECT j.job_id FROM savepoint_retention j WHERE j.cluster_id = s.cluster_id AND j.job_id = s.job_id), '')

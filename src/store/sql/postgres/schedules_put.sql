@@ -1,6 +1,8 @@
 -- $1 cluster, $2 job ('' for the cluster's schedule), $3 interval in ms (NULL: no schedule for
 -- that job), $4 kind, $5 target directory, $6 format type. The first due time is one
 -- interval from now (whole milliseconds, so that it reads back exactly).
+-- Per backend: PostgreSQL's timestamps hold microseconds, so the first due time is cut to whole
+-- milliseconds (date_trunc); SQLite's text holds milliseconds already.
 INSERT INTO savepoint_schedules
     (cluster_id, job_id, interval_ms, kind, target_directory, format_type, next_due_at)
 VALUES ($1, $2, $3, $4, $5, $6,

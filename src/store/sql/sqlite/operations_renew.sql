@@ -1,9 +1,0 @@
--- $1 cluster, $2 job, $3 request, $4 lease in ms, $5 Flink accepted the trigger, $6 the last
--- error, $7 the holder's attempt, $8 the trigger id Flink gave a disposal (its latest, when it
--- was asked again): only while that attempt still holds the open operation.
-UPDATE savepoint_operations
-   SET lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || (CAST($4 AS REAL) / 1000.0) || ' seconds'),
-       triggered_at = CASE WHEN $5 THEN COALESCE(triggered_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) ELSE triggered_at END,
-       last_error = $6, flink_trigger_id = COALESCE($8, flink_trigger_id)
- WHERE cluster_id = $1 AND job_id = $2 AND request_id = $3 AND attempt = $7
-   AND status = 'IN_PROGRESS' AND lease_owner IS NOT NULL
