@@ -12,6 +12,7 @@ use axum::http::{Method, StatusCode, header};
 use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 
+use common::ha::HaLease;
 use common::{Backend, Client, Resp, TestStore, random_hex};
 
 const BASE: &str = "/v1/clusters/ha-changes/ha";
@@ -20,16 +21,16 @@ async fn send(api: &Client, method: Method, path: &str, body: &Value) -> Resp {
     common::ha::send(api, BASE, method, path, body).await
 }
 
-async fn acquire(api: &Client, holder: &str) -> i64 {
+async fn acquire(api: &Client, holder: &str) -> HaLease {
     common::ha::acquire(api, BASE, holder).await
 }
 
-async fn publish(api: &Client, epoch: i64, component: &str, address: &str) {
+async fn publish(api: &Client, epoch: &HaLease, component: &str, address: &str) {
     send(
         api,
         Method::PUT,
         &format!("/leader-info/{component}"),
-        &json!({"epoch": epoch, "address": address, "session-id": "s"}),
+        &epoch.body(json!({"address": address, "session-id": "s"})),
     )
     .await
     .expect(StatusCode::OK);
@@ -61,7 +62,7 @@ backend_tests!(
     |ts| async move {
         let api = ts.api(HttpConfig::default());
         let epoch = acquire(&api, "jm-a").await;
-        publish(&api, epoch, "dispatcher", "pekko://a/d").await;
+        publish(&api, &epoch, "dispatcher", "pekko://a/d").await;
         let (status, tag, body) = poll(&api, None, 0).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body["leader-info"][0]["address"], "pekko://a/d", "{body}");
@@ -83,7 +84,7 @@ backend_tests!(
             !waiter.is_finished(),
             "the long poll answered before any change"
         );
-        publish(&api, epoch, "resourcemanager", "pekko://a/rm").await;
+        publish(&api, &epoch, "resourcemanager", "pekko://a/rm").await;
         let (status, new_tag, body) = tokio::time::timeout(Duration::from_secs(15), waiter)
             .await
             .expect("the long poll ends with the publish, long before its 20 s wait")
@@ -120,7 +121,7 @@ async fn a_publish_on_another_replica_wakes_a_long_poll_through_notify() {
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let published = Instant::now();
-    publish(&api_other, epoch, "dispatcher", "pekko://b/d").await;
+    publish(&api_other, &epoch, "dispatcher", "pekko://b/d").await;
     let (status, _, body) = waiter.await.unwrap();
     let woken_after = published.elapsed();
     assert_eq!(status, StatusCode::OK);
@@ -142,7 +143,7 @@ backend_tests!(
             &api,
             Method::POST,
             path,
-            &json!({"epoch": e, "job": job, "handle": "01"}),
+            &e.body(json!({"job": job, "handle": "01"})),
         )
         .await
         .expect(StatusCode::CREATED);
@@ -151,11 +152,11 @@ backend_tests!(
             &api,
             Method::POST,
             &mark,
-            &json!({"epoch": e + 1, "job": job}),
+            &(&e + 1).body(json!({"job": job})),
         )
         .await
         .error_naming(StatusCode::CONFLICT, &["fenced"]);
-        let r = send(&api, Method::POST, &mark, &json!({"epoch": e, "job": job})).await;
+        let r = send(&api, Method::POST, &mark, &e.body(json!({"job": job}))).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["version"], 1);
         let got = api.get(&format!("{BASE}{path}?job={job}")).await;
@@ -164,13 +165,13 @@ backend_tests!(
             &api,
             Method::PUT,
             path,
-            &json!({"epoch": e, "job": job, "expected-version": 1, "handle": "02"}),
+            &e.body(json!({"job": job, "expected-version": 1, "handle": "02"})),
         )
         .await
         .error(StatusCode::NOT_FOUND);
-        let r = send(&api, Method::DELETE, path, &json!({"epoch": e, "job": job})).await;
+        let r = send(&api, Method::DELETE, path, &e.body(json!({"job": job}))).await;
         assert_eq!(r.json()["removed"], true);
-        send(&api, Method::POST, &mark, &json!({"epoch": e, "job": job}))
+        send(&api, Method::POST, &mark, &e.body(json!({"job": job})))
             .await
             .error(StatusCode::NOT_FOUND);
     }
@@ -187,25 +188,25 @@ backend_tests!(
                 (
                     "POST",
                     format!("/state-handles/execution-plan/{j}"),
-                    json!({"epoch": e, "handle": "0a"}),
+                    e.body(json!({"handle": "0a"})),
                     201,
                 ),
                 (
                     "POST",
                     "/state-handles/checkpoint/1".to_owned(),
-                    json!({"epoch": e, "job": j, "handle": "0b"}),
+                    e.body(json!({"job": j, "handle": "0b"})),
                     201,
                 ),
                 (
                     "POST",
                     format!("/counters/{j}/get-and-increment"),
-                    json!({"epoch": e}),
+                    e.body(json!({})),
                     200,
                 ),
                 (
                     "PUT",
                     format!("/leader-info/{j}"),
-                    json!({"epoch": e, "address": "pekko://jm", "session-id": "s"}),
+                    e.body(json!({"address": "pekko://jm", "session-id": "s"})),
                     200,
                 ),
             ] {
@@ -219,17 +220,12 @@ backend_tests!(
             format!("/jobs/{job}"),
             String::new(),
         ] {
-            send(&api, Method::DELETE, &path, &json!({"epoch": e + 1}))
+            send(&api, Method::DELETE, &path, &(&e + 1).body(json!({})))
                 .await
                 .error_naming(StatusCode::CONFLICT, &["fenced"]);
-            send(
-                &api,
-                Method::DELETE,
-                &path,
-                &json!({"epoch": e, "job": job}),
-            )
-            .await
-            .error(StatusCode::BAD_REQUEST);
+            send(&api, Method::DELETE, &path, &e.body(json!({"job": job})))
+                .await
+                .error(StatusCode::BAD_REQUEST);
         }
         // The counter alone, twice (idempotent).
         for _ in 0..2 {
@@ -237,7 +233,7 @@ backend_tests!(
                 &api,
                 Method::DELETE,
                 &format!("/counters/{job}"),
-                &json!({"epoch": e}),
+                &e.body(json!({})),
             )
             .await
             .expect(StatusCode::NO_CONTENT);
@@ -253,7 +249,7 @@ backend_tests!(
             &api,
             Method::DELETE,
             &format!("/jobs/{job}"),
-            &json!({"epoch": e}),
+            &e.body(json!({})),
         )
         .await
         .expect(StatusCode::NO_CONTENT);
@@ -281,7 +277,7 @@ backend_tests!(
             assert_eq!(r.status, status, "{path}: {}", r.text());
         }
         // The cluster's data: everything; the epoch is over and never handed out again.
-        send(&api, Method::DELETE, "", &json!({"epoch": e}))
+        send(&api, Method::DELETE, "", &e.body(json!({})))
             .await
             .expect(StatusCode::NO_CONTENT);
         for path in [
@@ -293,6 +289,6 @@ backend_tests!(
                 .await
                 .error(StatusCode::NOT_FOUND);
         }
-        assert_eq!(acquire(&api, "jm").await, e + 1);
+        assert_eq!(acquire(&api, "jm").await.epoch, e.epoch + 1);
     }
 );

@@ -8,6 +8,7 @@ use axum::http::{Method, StatusCode};
 use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 
+use common::ha::HaLease;
 use common::{Client, Resp, random_hex};
 
 const BASE: &str = "/v1/clusters/ha-c/ha";
@@ -28,38 +29,174 @@ async fn delete(api: &Client, path: &str, body: Value) -> Resp {
     send(api, Method::DELETE, path, &body).await
 }
 
-/// `POST /lease/{action}` for `holder`: `acquire` for 60 s, `renew` of `epoch` for 60 s,
-/// `release` of `epoch`.
-async fn lease(api: &Client, action: &str, holder: &str, epoch: i64) -> Resp {
+/// `POST /lease/{action}` for `holder`: `renew` of `lease` for 60 s, `release` of `lease`.
+async fn lease(api: &Client, action: &str, holder: &str, lease: &HaLease) -> Resp {
     let body = match action {
-        "acquire" => json!({"holder": holder, "duration-ms": 60000}),
-        "renew" => json!({"holder": holder, "epoch": epoch, "duration-ms": 60000}),
-        _ => json!({"holder": holder, "epoch": epoch}),
+        "renew" => lease.body(json!({"holder": holder, "duration-ms": 60000})),
+        _ => lease.body(json!({"holder": holder})),
     };
     post(api, &format!("/lease/{action}"), body).await
 }
 
-async fn acquire(api: &Client, holder: &str) -> i64 {
-    let r = lease(api, "acquire", holder, 0).await;
+/// `POST /lease/acquire` for `holder`, 60 s.
+async fn try_acquire(api: &Client, holder: &str) -> Resp {
+    post(
+        api,
+        "/lease/acquire",
+        json!({"holder": holder, "duration-ms": 60000}),
+    )
+    .await
+}
+
+async fn acquire(api: &Client, holder: &str) -> HaLease {
+    let r = try_acquire(api, holder).await;
     r.expect(StatusCode::OK);
-    let v = r.json();
-    assert!(v["expires-at"].is_string(), "{v}");
-    v["epoch"].as_i64().unwrap()
+    HaLease::of(&r.json())
 }
 
 backend_tests!(lease_routes_hand_out_and_fence_epochs, |ts| async move {
     let api = ts.api(HttpConfig::default());
-    assert_eq!(acquire(&api, "jm-a").await, 1);
-    let r = lease(&api, "acquire", "jm-b", 0).await;
+    let a = acquire(&api, "jm-a").await;
+    assert_eq!(a, 1);
+    // The live holder asking again renews under the same lease (epoch and lease id).
+    assert_eq!(acquire(&api, "jm-a").await, a);
+    let r = try_acquire(&api, "jm-b").await;
     r.error(StatusCode::CONFLICT);
-    lease(&api, "renew", "jm-a", 1).await.expect(StatusCode::OK);
-    let r = lease(&api, "release", "jm-a", 1).await;
+    lease(&api, "renew", "jm-a", &a)
+        .await
+        .expect(StatusCode::OK);
+    let r = lease(&api, "release", "jm-a", &a).await;
     r.expect(StatusCode::OK);
     assert_eq!(r.json()["released"], true);
-    assert_eq!(acquire(&api, "jm-b").await, 2);
-    let r = lease(&api, "renew", "jm-a", 1).await;
+    let b = acquire(&api, "jm-b").await;
+    assert_eq!(b, 2);
+    assert_ne!(a.id, b.id, "every acquisition gets a lease id of its own");
+    let r = lease(&api, "renew", "jm-a", &a).await;
     r.error(StatusCode::CONFLICT);
+    // The holder of the live epoch with another acquisition's lease id is fenced: the lease
+    // id, not the epoch, is what no other acquisition can be given.
+    let forged = HaLease {
+        epoch: b.epoch,
+        id: a.id.clone(),
+    };
+    lease(&api, "renew", "jm-b", &forged)
+        .await
+        .error(StatusCode::CONFLICT);
+    lease(&api, "renew", "jm-b", &b)
+        .await
+        .expect(StatusCode::OK);
 });
+
+backend_tests!(
+    a_lost_acquisition_gives_its_epoch_again_but_never_its_lease_id,
+    |ts| async move {
+        // What a PostgreSQL failover with asynchronous replication does: the commit of A's
+        // acquisition (and of A's writes) is acknowledged, then lost, so the lease row is as
+        // it was before; B then acquires and gets A's epoch a second time. A, which does not
+        // know, goes on writing under that epoch: every one of its writes must be refused.
+        let api = ts.api(HttpConfig::default());
+        let first = acquire(&api, "jm-0").await;
+        lease(&api, "release", "jm-0", &first)
+            .await
+            .expect(StatusCode::OK);
+        let before = "SELECT count(*) FROM ha_leases WHERE cluster_id = 'ha-c' AND epoch = 1";
+        assert_eq!(ts.db.scalar(before).await, 1);
+        let a = acquire(&api, "jm-a").await;
+        assert_eq!(a.epoch, 2);
+        let job = random_hex();
+        let increment = format!("/counters/{job}/get-and-increment");
+        let r = post(&api, &increment, a.body(json!({}))).await;
+        r.expect(StatusCode::OK);
+        assert_eq!(r.json()["value"], 1);
+        // The failover loses A's acquisition and its writes.
+        let restore = format!(
+            "UPDATE ha_leases SET holder = 'jm-0', epoch = 1, lease_id = '{}', \
+             acquired_at = renewed_at, expires_at = renewed_at WHERE cluster_id = 'ha-c'",
+            first.id
+        );
+        assert_eq!(ts.db.execute(&restore).await, Ok(1));
+        assert_eq!(ts.db.execute("DELETE FROM ha_counters").await, Ok(1));
+        let b = acquire(&api, "jm-b").await;
+        assert_eq!(
+            b.epoch, a.epoch,
+            "the lost acquisition's epoch is handed out again"
+        );
+        assert_ne!(b.id, a.id);
+        put(
+            &api,
+            "/leader-info/dispatcher",
+            b.body(json!({"address": "pekko://b", "session-id": "s-b"})),
+        )
+        .await
+        .expect(StatusCode::OK);
+        let r = post(&api, &increment, b.body(json!({}))).await;
+        r.expect(StatusCode::OK);
+        assert_eq!(r.json()["value"], 1);
+
+        // A, under the same epoch as B: every fenced route refuses it.
+        for (method, path, body) in [
+            (
+                Method::PUT,
+                "/leader-info/dispatcher".to_owned(),
+                a.body(json!({"address": "pekko://a", "session-id": "s-a"})),
+            ),
+            (
+                Method::DELETE,
+                "/leader-info/dispatcher".to_owned(),
+                a.body(json!({})),
+            ),
+            (
+                Method::POST,
+                "/state-handles/checkpoint/1".to_owned(),
+                a.body(json!({"job": job, "handle": "0a"})),
+            ),
+            (
+                Method::POST,
+                "/state-handles/execution-plan/p".to_owned(),
+                a.body(json!({"handle": "0a"})),
+            ),
+            (Method::POST, increment.clone(), a.body(json!({}))),
+            (
+                Method::PUT,
+                format!("/counters/{job}"),
+                a.body(json!({"value": 9})),
+            ),
+            (
+                Method::DELETE,
+                format!("/counters/{job}"),
+                a.body(json!({})),
+            ),
+            (Method::DELETE, format!("/jobs/{job}"), a.body(json!({}))),
+            (Method::DELETE, String::new(), a.body(json!({}))),
+            (
+                Method::POST,
+                "/lease/renew".to_owned(),
+                a.body(json!({"holder": "jm-a", "duration-ms": 60000})),
+            ),
+        ] {
+            let r = send(&api, method.clone(), &path, &body).await;
+            let message = r.error(StatusCode::CONFLICT);
+            assert!(message.contains("fenced"), "{method} {path}: {message}");
+        }
+        let r = lease(&api, "release", "jm-a", &a).await;
+        r.expect(StatusCode::OK);
+        assert_eq!(r.json()["released"], false, "A's release ends nothing");
+        // B's data is as B wrote it; B's lease lives on; the next id is B's.
+        let info = api.get(&format!("{BASE}/leader-info/dispatcher")).await;
+        info.expect(StatusCode::OK);
+        assert_eq!(info.json()["address"], "pekko://b");
+        let r = post(&api, &increment, b.body(json!({}))).await;
+        r.expect(StatusCode::OK);
+        assert_eq!(
+            r.json()["value"],
+            2,
+            "no checkpoint id went to A after B acquired"
+        );
+        lease(&api, "renew", "jm-b", &b)
+            .await
+            .expect(StatusCode::OK);
+    }
+);
 
 backend_tests!(
     a_stale_epoch_is_answered_409_and_changes_nothing,
@@ -70,14 +207,14 @@ backend_tests!(
         put(
             &api,
             "/leader-info/dispatcher",
-            json!({"epoch": old, "address": "pekko://a", "session-id": "s-a"}),
+            old.body(json!({"address": "pekko://a", "session-id": "s-a"})),
         )
         .await
         .expect(StatusCode::OK);
         let r = post(
             &api,
             "/state-handles/checkpoint/1",
-            json!({"epoch": old, "job": job, "handle": "aced0005"}),
+            old.body(json!({"job": job, "handle": "aced0005"})),
         )
         .await;
         r.expect(StatusCode::CREATED);
@@ -85,53 +222,53 @@ backend_tests!(
         let r = post(
             &api,
             &format!("/counters/{job}/get-and-increment"),
-            json!({"epoch": old}),
+            old.body(json!({})),
         )
         .await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["value"], 1);
 
-        lease(&api, "release", "jm-a", old)
+        lease(&api, "release", "jm-a", &old)
             .await
             .expect(StatusCode::OK);
         let new = acquire(&api, "jm-b").await;
-        assert_eq!(new, old + 1);
+        assert_eq!(new.epoch, old.epoch + 1);
 
         for (method, path, body) in [
             (
                 Method::PUT,
                 "/leader-info/dispatcher".to_owned(),
-                json!({"epoch": old, "address": "pekko://stale", "session-id": "s"}),
+                old.body(json!({"address": "pekko://stale", "session-id": "s"})),
             ),
             (
                 Method::DELETE,
                 "/leader-info/dispatcher".to_owned(),
-                json!({"epoch": old}),
+                old.body(json!({})),
             ),
             (
                 Method::POST,
                 "/state-handles/checkpoint/2".to_owned(),
-                json!({"epoch": old, "job": job, "handle": "00"}),
+                old.body(json!({"job": job, "handle": "00"})),
             ),
             (
                 Method::PUT,
                 "/state-handles/checkpoint/1".to_owned(),
-                json!({"epoch": old, "job": job, "expected-version": 1, "handle": "00"}),
+                old.body(json!({"job": job, "expected-version": 1, "handle": "00"})),
             ),
             (
                 Method::DELETE,
                 "/state-handles/checkpoint/1".to_owned(),
-                json!({"epoch": old, "job": job}),
+                old.body(json!({"job": job})),
             ),
             (
                 Method::POST,
                 format!("/counters/{job}/get-and-increment"),
-                json!({"epoch": old}),
+                old.body(json!({})),
             ),
             (
                 Method::PUT,
                 format!("/counters/{job}"),
-                json!({"epoch": old, "value": 50}),
+                old.body(json!({"value": 50})),
             ),
         ] {
             let r = send(&api, method, &path, &body).await;
@@ -164,16 +301,16 @@ backend_tests!(state_handles_and_counters_over_http, |ts| async move {
     let job = random_hex();
     let plan = format!("/state-handles/execution-plan/{job}");
     let counter = format!("/counters/{job}");
-    post(&api, &plan, json!({"epoch": e, "handle": "0102"}))
+    post(&api, &plan, e.body(json!({"handle": "0102"})))
         .await
         .expect(StatusCode::CREATED);
-    post(&api, &plan, json!({"epoch": e, "handle": "0102"}))
+    post(&api, &plan, e.body(json!({"handle": "0102"})))
         .await
         .error(StatusCode::CONFLICT);
     let wrong = put(
         &api,
         &plan,
-        json!({"epoch": e, "expected-version": 7, "handle": "03"}),
+        e.body(json!({"expected-version": 7, "handle": "03"})),
     )
     .await
     .error(StatusCode::CONFLICT);
@@ -181,7 +318,7 @@ backend_tests!(state_handles_and_counters_over_http, |ts| async move {
     let r = put(
         &api,
         &plan,
-        json!({"epoch": e, "expected-version": 1, "handle": "03"}),
+        e.body(json!({"expected-version": 1, "handle": "03"})),
     )
     .await;
     r.expect(StatusCode::OK);
@@ -194,20 +331,20 @@ backend_tests!(state_handles_and_counters_over_http, |ts| async move {
     assert_eq!(list["state-handles"].as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list["state-handles"][0]["handle"], "03");
     for removed in [true, false] {
-        let r = delete(&api, &plan, json!({"epoch": e})).await;
+        let r = delete(&api, &plan, e.body(json!({}))).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["removed"], removed);
     }
     api.get(&format!("{BASE}/counters/{job}"))
         .await
         .error(StatusCode::NOT_FOUND);
-    put(&api, &counter, json!({"epoch": e, "value": 7}))
+    put(&api, &counter, e.body(json!({"value": 7})))
         .await
         .expect(StatusCode::OK);
     let r = post(
         &api,
         &format!("/counters/{job}/get-and-increment"),
-        json!({"epoch": e}),
+        e.body(json!({})),
     )
     .await;
     assert_eq!(r.json()["value"], 7);
@@ -265,12 +402,12 @@ backend_tests!(bad_ha_input_is_400_never_5xx, |ts| async move {
         (
             Method::PUT,
             "/leader-info/dispatcher".to_owned(),
-            json!({"epoch": e, "address": "", "session-id": "s"}),
+            e.body(json!({"address": "", "session-id": "s"})),
         ),
         (
             Method::PUT,
             format!("/leader-info/{long}"),
-            json!({"epoch": e, "address": "a", "session-id": "s"}),
+            e.body(json!({"address": "a", "session-id": "s"})),
         ),
         (
             Method::PUT,
@@ -280,53 +417,53 @@ backend_tests!(bad_ha_input_is_400_never_5xx, |ts| async move {
         (
             Method::POST,
             "/state-handles/savepoint/1".to_owned(),
-            json!({"epoch": e, "handle": "00"}),
+            e.body(json!({"handle": "00"})),
         ),
         (
             Method::POST,
             "/state-handles/checkpoint/1".to_owned(),
-            json!({"epoch": e, "job": "JOB", "handle": "00"}),
+            e.body(json!({"job": "JOB", "handle": "00"})),
         ),
         (
             Method::POST,
             "/state-handles/checkpoint/1".to_owned(),
-            json!({"epoch": e, "handle": "0"}),
+            e.body(json!({"handle": "0"})),
         ),
         (
             Method::POST,
             "/state-handles/checkpoint/1".to_owned(),
-            json!({"epoch": e, "handle": "zz"}),
+            e.body(json!({"handle": "zz"})),
         ),
         (
             Method::POST,
             "/state-handles/checkpoint/1".to_owned(),
-            json!({"epoch": e, "handle": ""}),
+            e.body(json!({"handle": ""})),
         ),
         (
             Method::POST,
             "/state-handles/checkpoint/1".to_owned(),
-            json!({"epoch": e, "handle": "00".repeat(65537)}),
+            e.body(json!({"handle": "00".repeat(65537)})),
         ),
         (
             Method::PUT,
             "/state-handles/checkpoint/1".to_owned(),
-            json!({"epoch": e, "handle": "00"}),
+            e.body(json!({"handle": "00"})),
         ),
         (
             Method::PUT,
             "/state-handles/checkpoint/1".to_owned(),
-            json!({"epoch": e, "expected-version": 0, "handle": "00"}),
+            e.body(json!({"expected-version": 0, "handle": "00"})),
         ),
         (
             Method::PUT,
             format!("/counters/{job}"),
-            json!({"epoch": e, "value": 0}),
+            e.body(json!({"value": 0})),
         ),
-        (Method::PUT, format!("/counters/{job}"), json!({"epoch": e})),
+        (Method::PUT, format!("/counters/{job}"), e.body(json!({}))),
         (
             Method::POST,
             "/counters/nothex/get-and-increment".to_owned(),
-            json!({"epoch": e}),
+            e.body(json!({})),
         ),
         (
             Method::POST,
@@ -341,7 +478,7 @@ backend_tests!(bad_ha_input_is_400_never_5xx, |ts| async move {
     post(
         &api,
         "/state-handles/checkpoint/big",
-        json!({"epoch": e, "handle": "ab".repeat(65536)}),
+        e.body(json!({"handle": "ab".repeat(65536)})),
     )
     .await
     .expect(StatusCode::CREATED);

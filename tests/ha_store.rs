@@ -10,7 +10,16 @@ use std::time::{Duration, Instant};
 
 use common::{Backend, TestStore, at_once, random_hex};
 use jobstore::ids::{ClusterId, JobId};
-use jobstore::store::{HaKind, Lease, StateHandleKey, Store, StoreError};
+use jobstore::store::{Fence, HaKind, HandlePage, Lease, StateHandleKey, Store, StoreError};
+
+/// A page that holds every handle of a listing (the tests here hold few).
+fn whole_page() -> HandlePage {
+    HandlePage {
+        after: None,
+        limit: 10_000,
+        max_bytes: usize::MAX,
+    }
+}
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -109,6 +118,10 @@ backend_tests!(concurrent_acquisitions_give_one_holder, |ts| async move {
     // The live holder asking again renews under its epoch; others still get nothing.
     let again = acquire(&*ts.store, &c, &holder, LONG).await;
     assert_eq!(again.epoch, 1);
+    assert_eq!(
+        again.lease_id, lease.lease_id,
+        "a renewal keeps the lease id"
+    );
     assert!(again.expires_at >= lease.expires_at);
     assert_eq!(
         ts.store
@@ -117,10 +130,15 @@ backend_tests!(concurrent_acquisitions_give_one_holder, |ts| async move {
             .unwrap(),
         None
     );
-    assert!(ts.store.renew_lease(&c, &holder, 1, LONG).await.unwrap());
+    assert!(
+        ts.store
+            .renew_lease(&c, &holder, lease.fence(), LONG)
+            .await
+            .unwrap()
+    );
     assert!(
         !ts.store
-            .renew_lease(&c, "someone-else", 1, LONG)
+            .renew_lease(&c, "someone-else", lease.fence(), LONG)
             .await
             .unwrap()
     );
@@ -145,14 +163,14 @@ backend_tests!(
         assert_eq!(second.epoch, first.epoch + 1, "a takeover raises the epoch");
         assert!(
             !ts.store
-                .renew_lease(&c, "jm-a", first.epoch, LONG)
+                .renew_lease(&c, "jm-a", first.fence(), LONG)
                 .await
                 .unwrap(),
             "the deposed holder's renew fails"
         );
         assert!(
             !ts.store
-                .release_lease(&c, "jm-a", first.epoch)
+                .release_lease(&c, "jm-a", first.fence())
                 .await
                 .unwrap(),
             "the deposed holder cannot release the new lease"
@@ -175,13 +193,13 @@ backend_tests!(
         // (even the same one) gets a new epoch: epochs never repeat.
         assert!(
             ts.store
-                .release_lease(&c, "jm-b", second.epoch)
+                .release_lease(&c, "jm-b", second.fence())
                 .await
                 .unwrap()
         );
         assert!(
             !ts.store
-                .renew_lease(&c, "jm-b", second.epoch, LONG)
+                .renew_lease(&c, "jm-b", second.fence(), LONG)
                 .await
                 .unwrap()
         );
@@ -202,28 +220,30 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     let c = cluster("fenced");
     let j = job();
     let old = acquire(s, &c, "jm-a", LONG).await;
-    s.publish_leader_info(&c, old.epoch, "dispatcher", "pekko://a/dispatcher", "s-a")
+    s.publish_leader_info(&c, old.fence(), "dispatcher", "pekko://a/dispatcher", "s-a")
         .await
         .unwrap();
-    s.publish_leader_info(&c, old.epoch, &j.to_string(), "pekko://a/jm", "s-a")
+    s.publish_leader_info(&c, old.fence(), &j.to_string(), "pekko://a/jm", "s-a")
         .await
         .unwrap();
-    s.add_state_handle(&c, old.epoch, &checkpoint(j, "1"), b"cp-1")
+    s.add_state_handle(&c, old.fence(), &checkpoint(j, "1"), b"cp-1")
         .await
         .unwrap();
-    s.add_state_handle(&c, old.epoch, &plan(j), b"plan")
+    s.add_state_handle(&c, old.fence(), &plan(j), b"plan")
         .await
         .unwrap();
     assert_eq!(
-        s.counter_get_and_increment(&c, old.epoch, j).await.unwrap(),
+        s.counter_get_and_increment(&c, old.fence(), j)
+            .await
+            .unwrap(),
         1
     );
 
     // jm-a's lease ends (released here; expiry is the test above) and jm-b takes over.
-    assert!(s.release_lease(&c, "jm-a", old.epoch).await.unwrap());
+    assert!(s.release_lease(&c, "jm-a", old.fence()).await.unwrap());
     let new = acquire(s, &c, "jm-b", LONG).await;
     assert_eq!(new.epoch, old.epoch + 1);
-    let stale = old.epoch;
+    let stale = old.fence();
 
     let before_info = s.list_leader_info(&c).await.unwrap();
     let before_cp = s
@@ -285,16 +305,35 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     assert_eq!(s.list_leader_info(&c).await.unwrap(), before_info);
 
     // A made-up epoch, and any epoch of a cluster nobody leads, are fenced too.
-    assert_fenced("future epoch", s.counter_set(&c, new.epoch + 1, j, 5).await);
+    let future = Fence {
+        epoch: new.epoch + 1,
+        ..new.fence()
+    };
+    assert_fenced("future epoch", s.counter_set(&c, future, j, 5).await);
+    // The live epoch under another acquisition's lease id (what a holder whose acquisition
+    // a database failover lost names: the next acquisition got its epoch again) is fenced.
+    let lost = Fence {
+        lease_id: old.lease_id,
+        ..new.fence()
+    };
+    assert_fenced(
+        "live epoch, stale lease id",
+        s.counter_set(&c, lost, j, 5).await,
+    );
+    assert_fenced(
+        "live epoch, stale lease id",
+        s.publish_leader_info(&c, lost, "dispatcher", "pekko://lost", "s")
+            .await,
+    );
     assert_fenced(
         "never leased",
-        s.add_state_handle(&cluster("nobody"), 1, &plan(j), b"x")
+        s.add_state_handle(&cluster("nobody"), new.fence(), &plan(j), b"x")
             .await,
     );
 
     // The new epoch writes.
     let info = s
-        .publish_leader_info(&c, new.epoch, "dispatcher", "pekko://b/dispatcher", "s-b")
+        .publish_leader_info(&c, new.fence(), "dispatcher", "pekko://b/dispatcher", "s-b")
         .await
         .unwrap();
     assert_eq!(
@@ -302,13 +341,15 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
         (new.epoch, "pekko://b/dispatcher")
     );
     assert_eq!(
-        s.replace_state_handle(&c, new.epoch, &checkpoint(j, "1"), 1, b"cp-1b")
+        s.replace_state_handle(&c, new.fence(), &checkpoint(j, "1"), 1, b"cp-1b")
             .await
             .unwrap(),
         2
     );
     assert_eq!(
-        s.counter_get_and_increment(&c, new.epoch, j).await.unwrap(),
+        s.counter_get_and_increment(&c, new.fence(), j)
+            .await
+            .unwrap(),
         2
     );
 });
@@ -324,7 +365,7 @@ backend_tests!(
         assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), None);
         let outcomes = at_once(INCREMENTERS, |_| {
             let (store, c) = (ts.store.clone(), c.clone());
-            async move { store.counter_get_and_increment(&c, lease.epoch, j).await }
+            async move { store.counter_get_and_increment(&c, lease.fence(), j).await }
         })
         .await;
         let mut ids = Vec::new();
@@ -344,16 +385,19 @@ backend_tests!(
         );
 
         // setCount, then the next id is the one set; the schema refuses a count below 1.
-        ts.store.counter_set(&c, lease.epoch, j, 100).await.unwrap();
+        ts.store
+            .counter_set(&c, lease.fence(), j, 100)
+            .await
+            .unwrap();
         assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), Some(100));
         assert_eq!(
             ts.store
-                .counter_get_and_increment(&c, lease.epoch, j)
+                .counter_get_and_increment(&c, lease.fence(), j)
                 .await
                 .unwrap(),
             100
         );
-        assert!(ts.store.counter_set(&c, lease.epoch, j, 0).await.is_err());
+        assert!(ts.store.counter_set(&c, lease.fence(), j, 0).await.is_err());
         assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), Some(101));
     }
 );
@@ -363,7 +407,7 @@ backend_tests!(
     |ts| async move {
         let s = &*ts.store;
         let c = cluster("cas");
-        let e = acquire(s, &c, "jm", LONG).await.epoch;
+        let e = acquire(s, &c, "jm", LONG).await.fence();
         let j = job();
         let key = checkpoint(j, "0000000000000000042");
         assert_eq!(s.add_state_handle(&c, e, &key, b"v1").await.unwrap(), 1);
@@ -400,15 +444,17 @@ backend_tests!(
             1
         );
         let listed = s
-            .list_state_handles(&c, HaKind::Checkpoint, Some(j))
+            .list_state_handles(&c, HaKind::Checkpoint, Some(j), &whole_page())
             .await
-            .unwrap();
+            .unwrap()
+            .handles;
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].version, 2);
         assert!(
-            s.list_state_handles(&c, HaKind::ExecutionPlan, None)
+            s.list_state_handles(&c, HaKind::ExecutionPlan, None, &whole_page())
                 .await
                 .unwrap()
+                .handles
                 .is_empty()
         );
     }
@@ -417,7 +463,7 @@ backend_tests!(
 backend_tests!(remove_is_idempotent, |ts| async move {
     let s = &*ts.store;
     let c = cluster("remove");
-    let e = acquire(s, &c, "jm", LONG).await.epoch;
+    let e = acquire(s, &c, "jm", LONG).await.fence();
     let j = job();
     s.add_state_handle(&c, e, &plan(j), b"plan").await.unwrap();
     assert!(
@@ -440,7 +486,7 @@ backend_tests!(remove_is_idempotent, |ts| async move {
 backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
     let s = &*ts.store;
     let c = cluster("cleanup");
-    let e = acquire(s, &c, "jm", LONG).await.epoch;
+    let e = acquire(s, &c, "jm", LONG).await.fence();
     let (gone, kept) = (job(), job());
     for j in [gone, kept] {
         s.publish_leader_info(&c, e, &j.to_string(), "pekko://jm", "s")
@@ -462,9 +508,10 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
     );
     assert_eq!(s.get_state_handle(&c, &plan(gone)).await.unwrap(), None);
     assert!(
-        s.list_state_handles(&c, HaKind::Checkpoint, Some(gone))
+        s.list_state_handles(&c, HaKind::Checkpoint, Some(gone), &whole_page())
             .await
             .unwrap()
+            .handles
             .is_empty()
     );
     assert_eq!(s.counter_get(&c, gone).await.unwrap(), None);
@@ -476,9 +523,10 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
     );
     assert!(s.get_state_handle(&c, &plan(kept)).await.unwrap().is_some());
     assert_eq!(
-        s.list_state_handles(&c, HaKind::Checkpoint, Some(kept))
+        s.list_state_handles(&c, HaKind::Checkpoint, Some(kept), &whole_page())
             .await
             .unwrap()
+            .handles
             .len(),
         1
     );
@@ -487,7 +535,7 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
 
     // Another cluster's data stays when one cluster is cleaned up.
     let other = cluster("cleanup-other");
-    let oe = acquire(s, &other, "jm", LONG).await.epoch;
+    let oe = acquire(s, &other, "jm", LONG).await.fence();
     s.add_state_handle(&other, oe, &plan(kept), b"plan")
         .await
         .unwrap();
@@ -506,13 +554,13 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
         "after cleanup",
         s.add_state_handle(&c, e, &plan(kept), b"x").await,
     );
-    assert_eq!(acquire(s, &c, "jm", LONG).await.epoch, e + 1);
+    assert_eq!(acquire(s, &c, "jm", LONG).await.epoch, e.epoch + 1);
 });
 
 backend_tests!(the_views_answer, |ts| async move {
     let s = &*ts.store;
     let c = cluster("views");
-    let e = acquire(s, &c, "jm-1", LONG).await.epoch;
+    let e = acquire(s, &c, "jm-1", LONG).await.fence();
     let j = job();
     s.publish_leader_info(&c, e, "dispatcher", "pekko://d", "s")
         .await
@@ -585,12 +633,13 @@ backend_tests!(
             Backend::Postgres => "'\\x00'::bytea",
             Backend::Sqlite => "x'00'",
         };
-        let lease = |epoch: i64| {
+        let lease_with_id = |epoch: i64, id: &str| {
             format!(
-                "INSERT INTO ha_leases (cluster_id, holder, epoch, expires_at) \
-             VALUES ('c{epoch}', 'h', {epoch}, {now})"
+                "INSERT INTO ha_leases (cluster_id, holder, epoch, lease_id, expires_at) \
+             VALUES ('c{epoch}', 'h', {epoch}, '{id}', {now})"
             )
         };
+        let lease = |epoch: i64| lease_with_id(epoch, "0b5c9c55-3a55-4d0c-9e7a-35d0e4cb2c11");
         let handle = |kind: &str, version: i64| {
             format!(
                 "INSERT INTO ha_state_handles (cluster_id, kind, job_id, name, version, handle) \
@@ -632,5 +681,16 @@ backend_tests!(
             let e = r.expect_err(what);
             assert!(e.to_lowercase().contains("check"), "{what}: {e}");
         }
+        // A lease id is a UUID (PostgreSQL's type, SQLite's CHECK).
+        let e = execute(
+            &ts,
+            &lease_with_id(2, "not-a-uuid-but-36-characters-long-xx"),
+        )
+        .await
+        .expect_err("a lease id that is no UUID");
+        assert!(
+            e.to_lowercase().contains("check") || e.contains("uuid"),
+            "{e}"
+        );
     }
 );

@@ -2,8 +2,9 @@
 //! information of each component (with a long poll that learns of changes at once), the
 //! state handles of execution plans, applications and checkpoints, the checkpoint id
 //! counters, and the cleanup of a job's or a cluster's HA data, under
-//! `/v1/clusters/{cluster}/ha/...`. Every write names the lease `epoch` in its body; a stale
-//! one is answered 409 and changes nothing. Handles travel as lowercase hex of their bytes.
+//! `/v1/clusters/{cluster}/ha/...`. Every write names its lease (`epoch` and `lease-id`) in
+//! its body; a stale one is answered 409 and changes nothing. Handles travel as hex of their
+//! bytes.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,19 +14,24 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams};
+use super::results::parse_limit;
 use super::results::time;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId};
 use crate::store::{
-    HaKind, LeaderInfo, MAX_HANDLE_BYTES, StateHandle, StateHandleKey, Store, StoreError,
+    Fence, HaKind, HandlePage, LeaderInfo, MAX_HANDLE_BYTES, StateHandle, StateHandleKey, Store,
+    StoreError,
 };
+
+/// Most handle bytes one page of a state-handle listing holds (beyond its first handle).
+pub const MAX_PAGE_BYTES: usize = 4 << 20;
 
 /// Longest lease a holder may ask for.
 pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
@@ -104,13 +110,27 @@ fn text(what: &str, s: &str, max: usize) -> ApiResult<()> {
     Ok(())
 }
 
-/// A required number of at least 1.
-fn positive(what: &str, n: Option<i64>) -> ApiResult<i64> {
-    match n {
-        None => Err(ApiError::BadRequest(format!("{what} is required"))),
-        Some(n) if n < 1 => Err(ApiError::BadRequest(format!("{what} must be at least 1"))),
-        Some(n) => Ok(n),
+/// A number of at least 1.
+fn positive(what: &str, n: i64) -> ApiResult<i64> {
+    if n < 1 {
+        return Err(ApiError::BadRequest(format!("{what} must be at least 1")));
     }
+    Ok(n)
+}
+
+/// The lease a write names: its epoch and the lease id its acquisition answered (a UUID in
+/// its hyphenated form).
+fn fence(epoch: i64, lease_id: &str) -> ApiResult<Fence> {
+    let lease_id = uuid::Uuid::try_parse(lease_id)
+        .ok()
+        .filter(|_| lease_id.len() == 36)
+        .ok_or_else(|| {
+            ApiError::BadRequest(
+                "lease-id must be the UUID (8-4-4-4-12 hex digits) that the acquisition answered"
+                    .into(),
+            )
+        })?;
+    Ok(Fence { epoch, lease_id })
 }
 
 fn lease_duration(ms: u64) -> ApiResult<Duration> {
@@ -130,47 +150,55 @@ fn no_content() -> Response {
 
 // ---- Leases ----
 
+/// `POST .../lease/acquire`.
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct LeaseBody {
+struct AcquireBody {
     holder: String,
-    #[serde(default)]
-    epoch: Option<i64>,
-    #[serde(default)]
-    duration_ms: Option<u64>,
+    duration_ms: u64,
 }
 
-impl LeaseBody {
-    fn parse(v: Value, needs_epoch: bool, needs_duration: bool) -> ApiResult<LeaseBody> {
-        let b: LeaseBody = body(v)?;
-        text("holder", &b.holder, 256)?;
-        if needs_epoch && b.epoch.is_none() {
-            return Err(ApiError::BadRequest("epoch is required".into()));
-        }
-        if needs_duration && b.duration_ms.is_none() {
-            return Err(ApiError::BadRequest("duration-ms is required".into()));
-        }
-        Ok(b)
-    }
+/// `POST .../lease/renew`.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct RenewBody {
+    holder: String,
+    epoch: i64,
+    lease_id: String,
+    duration_ms: u64,
+}
 
-    fn duration(&self) -> ApiResult<Duration> {
-        lease_duration(self.duration_ms.unwrap_or_default())
-    }
+/// `POST .../lease/release`.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct ReleaseBody {
+    holder: String,
+    epoch: i64,
+    lease_id: String,
+}
+
+/// The answer of an acquisition.
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct Acquired {
+    epoch: i64,
+    lease_id: uuid::Uuid,
+    expires_at: String,
 }
 
 async fn acquire(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Acquired>> {
     let c = cluster(&params)?;
-    let b = LeaseBody::parse(v, false, true)?;
-    match state
-        .store
-        .acquire_lease(&c, &b.holder, b.duration()?)
-        .await?
-    {
-        Some(l) => Ok(Json(
-            json!({"epoch": l.epoch, "expires-at": time(l.expires_at)}),
-        )),
+    let b: AcquireBody = body(v)?;
+    text("holder", &b.holder, 256)?;
+    let duration = lease_duration(b.duration_ms)?;
+    match state.store.acquire_lease(&c, &b.holder, duration).await? {
+        Some(l) => Ok(Json(Acquired {
+            epoch: l.epoch,
+            lease_id: l.lease_id,
+            expires_at: time(l.expires_at),
+        })),
         None => Err(ApiError::Conflict(
             "the lease is held by another holder and has not expired".into(),
         )),
@@ -181,14 +209,16 @@ async fn renew(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
-    let b = LeaseBody::parse(v, true, true)?;
-    let epoch = b.epoch.unwrap_or_default();
+    let b: RenewBody = body(v)?;
+    text("holder", &b.holder, 256)?;
+    let fence = fence(b.epoch, &b.lease_id)?;
+    let duration = lease_duration(b.duration_ms)?;
     if state
         .store
-        .renew_lease(&c, &b.holder, epoch, b.duration()?)
+        .renew_lease(&c, &b.holder, fence, duration)
         .await?
     {
-        Ok(Json(json!({"epoch": epoch})))
+        Ok(Json(json!({"epoch": b.epoch})))
     } else {
         Err(ApiError::Fenced)
     }
@@ -198,9 +228,10 @@ async fn release(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
-    let b = LeaseBody::parse(v, true, false)?;
-    let epoch = b.epoch.unwrap_or_default();
-    let released = state.store.release_lease(&c, &b.holder, epoch).await?;
+    let b: ReleaseBody = body(v)?;
+    text("holder", &b.holder, 256)?;
+    let fence = fence(b.epoch, &b.lease_id)?;
+    let released = state.store.release_lease(&c, &b.holder, fence).await?;
     Ok(Json(json!({"released": released})))
 }
 
@@ -226,24 +257,35 @@ fn component(params: &HashMap<String, String>) -> ApiResult<&str> {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct LeaderInfoBody {
     epoch: i64,
+    lease_id: String,
     address: String,
     session_id: String,
 }
 
-/// The body of the writes that name only the epoch (and the job of a state handle).
+/// The body of the writes that name only the lease: a leader-info delete, a counter's
+/// get-and-increment and delete, the cleanups of a job and of a cluster.
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct EpochBody {
+struct FenceBody {
     epoch: i64,
-    #[serde(default)]
-    job: Option<String>,
+    lease_id: String,
 }
 
-/// The body of the writes on a job's or a cluster's data: the epoch alone.
+impl FenceBody {
+    fn fence(&self) -> ApiResult<Fence> {
+        fence(self.epoch, &self.lease_id)
+    }
+}
+
+/// The body of the writes that name a state handle and the lease only (mark for deletion,
+/// remove): the lease and the handle's job.
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct EpochOnly {
+struct HandleFenceBody {
     epoch: i64,
+    lease_id: String,
+    #[serde(default)]
+    job: Option<String>,
 }
 
 async fn publish_leader_info(
@@ -252,11 +294,12 @@ async fn publish_leader_info(
     let c = cluster(&params)?;
     let component = component(&params)?;
     let b: LeaderInfoBody = body(v)?;
+    let fence = fence(b.epoch, &b.lease_id)?;
     text("address", &b.address, 4096)?;
     text("session-id", &b.session_id, 256)?;
     let info = state
         .store
-        .publish_leader_info(&c, b.epoch, component, &b.address, &b.session_id)
+        .publish_leader_info(&c, fence, component, &b.address, &b.session_id)
         .await
         .map_err(ApiError::from)?;
     Ok(Json(leader_info_json(&info)))
@@ -370,10 +413,10 @@ async fn delete_leader_info(
 ) -> ApiResult<Response> {
     let c = cluster(&params)?;
     let component = component(&params)?;
-    let b: EpochBody = body(v)?;
+    let b: FenceBody = body(v)?;
     state
         .store
-        .delete_leader_info(&c, b.epoch, component)
+        .delete_leader_info(&c, b.fence()?, component)
         .await
         .map_err(ApiError::from)?;
     Ok(no_content())
@@ -408,13 +451,18 @@ fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Hex digits only (either case), two per byte: no sign, no space, no prefix.
 fn from_hex(s: &str) -> ApiResult<Vec<u8>> {
     let bad = || {
         ApiError::BadRequest(format!(
             "handle must be 1 to {MAX_HANDLE_BYTES} bytes as an even number of hex digits"
         ))
     };
-    if s.is_empty() || !s.len().is_multiple_of(2) || s.len() > 2 * MAX_HANDLE_BYTES {
+    if s.is_empty()
+        || !s.len().is_multiple_of(2)
+        || s.len() > 2 * MAX_HANDLE_BYTES
+        || !s.bytes().all(|b| b.is_ascii_hexdigit())
+    {
         return Err(bad());
     }
     (0..s.len())
@@ -439,14 +487,26 @@ fn handle_json(h: &StateHandle) -> Value {
     })
 }
 
+/// `POST .../state-handles/{kind}/{name}`.
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct HandleBody {
+struct AddHandleBody {
     epoch: i64,
+    lease_id: String,
     #[serde(default)]
     job: Option<String>,
+    handle: String,
+}
+
+/// `PUT .../state-handles/{kind}/{name}`.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct ReplaceHandleBody {
+    epoch: i64,
+    lease_id: String,
     #[serde(default)]
-    expected_version: Option<i64>,
+    job: Option<String>,
+    expected_version: i64,
     handle: String,
 }
 
@@ -457,15 +517,16 @@ struct JobQuery {
     job: Option<String>,
 }
 
-/// A state-handle write's cluster, body, key and handle bytes.
-fn handle_write(
-    params: &HashMap<String, String>, v: Value,
-) -> ApiResult<(ClusterId, HandleBody, StateHandleKey, Vec<u8>)> {
-    let c = cluster(params)?;
-    let b: HandleBody = body(v)?;
-    let key = key(params, b.job.as_deref())?;
-    let handle = from_hex(&b.handle)?;
-    Ok((c, b, key, handle))
+/// `GET .../state-handles/{kind}`: the job, and the page (`limit`, `after` a name).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    job: Option<String>,
+    #[serde(default)]
+    limit: Option<String>,
+    #[serde(default)]
+    after: Option<String>,
 }
 
 fn no_handle() -> ApiError {
@@ -475,12 +536,12 @@ fn no_handle() -> ApiError {
 async fn add_handle(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let (c, b, key, handle) = handle_write(&params, v)?;
-    match state
-        .store
-        .add_state_handle(&c, b.epoch, &key, &handle)
-        .await
-    {
+    let c = cluster(&params)?;
+    let b: AddHandleBody = body(v)?;
+    let fence = fence(b.epoch, &b.lease_id)?;
+    let key = key(&params, b.job.as_deref())?;
+    let handle = from_hex(&b.handle)?;
+    match state.store.add_state_handle(&c, fence, &key, &handle).await {
         Ok(version) => Ok((StatusCode::CREATED, Json(json!({"version": version}))).into_response()),
         Err(StoreError::Conflict) => {
             Err(ApiError::Conflict("the state handle already exists".into()))
@@ -492,11 +553,15 @@ async fn add_handle(
 async fn replace_handle(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
-    let (c, b, key, handle) = handle_write(&params, v)?;
+    let c = cluster(&params)?;
+    let b: ReplaceHandleBody = body(v)?;
+    let fence = fence(b.epoch, &b.lease_id)?;
+    let key = key(&params, b.job.as_deref())?;
+    let handle = from_hex(&b.handle)?;
     let expected = positive("expected-version", b.expected_version)?;
     match state
         .store
-        .replace_state_handle(&c, b.epoch, &key, expected, &handle)
+        .replace_state_handle(&c, fence, &key, expected, &handle)
         .await
     {
         Ok(version) => Ok(Json(json!({"version": version}))),
@@ -505,23 +570,24 @@ async fn replace_handle(
     }
 }
 
-/// A write that names a state handle and the epoch only: its cluster, epoch and key.
-fn handle_epoch(
+/// A write that names a state handle and the lease only: its cluster, lease and key.
+fn handle_fence(
     params: &HashMap<String, String>, v: Value,
-) -> ApiResult<(ClusterId, i64, StateHandleKey)> {
+) -> ApiResult<(ClusterId, Fence, StateHandleKey)> {
     let c = cluster(params)?;
-    let b: EpochBody = body(v)?;
+    let b: HandleFenceBody = body(v)?;
+    let fence = fence(b.epoch, &b.lease_id)?;
     let key = key(params, b.job.as_deref())?;
-    Ok((c, b.epoch, key))
+    Ok((c, fence, key))
 }
 
 async fn mark_handle(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
-    let (c, epoch, key) = handle_epoch(&params, v)?;
+    let (c, fence, key) = handle_fence(&params, v)?;
     match state
         .store
-        .mark_state_handle_for_deletion(&c, epoch, &key)
+        .mark_state_handle_for_deletion(&c, fence, &key)
         .await
     {
         Ok(version) => Ok(Json(json!({"version": version}))),
@@ -533,10 +599,10 @@ async fn mark_handle(
 async fn remove_handle(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
-    let (c, epoch, key) = handle_epoch(&params, v)?;
+    let (c, fence, key) = handle_fence(&params, v)?;
     let removed = state
         .store
-        .remove_state_handle(&c, epoch, &key)
+        .remove_state_handle(&c, fence, &key)
         .await
         .map_err(ApiError::from)?;
     Ok(Json(json!({"removed": removed})))
@@ -556,25 +622,36 @@ async fn get_handle(
 
 async fn list_handles(
     State(state): State<AppState>, PathParams(params): Params,
-    QueryParams(q): QueryParams<JobQuery>,
+    QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let c = cluster(&params)?;
     let kind = kind(&params)?;
     let job = job_of(q.job.as_deref())?;
-    let all = state.store.list_state_handles(&c, kind, job).await?;
-    Ok(Json(
-        json!({"state-handles": all.iter().map(handle_json).collect::<Vec<_>>()}),
-    ))
+    let limit = parse_limit(q.limit.as_deref())?;
+    if let Some(after) = &q.after {
+        text("after", after, 256)?;
+    }
+    let page = HandlePage {
+        after: q.after,
+        limit,
+        max_bytes: MAX_PAGE_BYTES,
+    };
+    let listing = state.store.list_state_handles(&c, kind, job, &page).await?;
+    Ok(Json(json!({
+        "state-handles": listing.handles.iter().map(handle_json).collect::<Vec<_>>(),
+        "next": listing.next,
+    })))
 }
 
 // ---- Counters and cleanup ----
 
+/// `PUT .../counters/{jobId}`.
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct CounterBody {
+struct CounterSetBody {
     epoch: i64,
-    #[serde(default)]
-    value: Option<i64>,
+    lease_id: String,
+    value: i64,
 }
 
 /// A write on a job's data: its cluster, job and body.
@@ -587,10 +664,10 @@ fn job_write<T: DeserializeOwned>(
 async fn increment_counter(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
-    let (c, job, b): (_, _, CounterBody) = job_write(&params, v)?;
+    let (c, job, b): (_, _, FenceBody) = job_write(&params, v)?;
     let value = state
         .store
-        .counter_get_and_increment(&c, b.epoch, job)
+        .counter_get_and_increment(&c, b.fence()?, job)
         .await
         .map_err(ApiError::from)?;
     Ok(Json(json!({"value": value})))
@@ -610,11 +687,12 @@ async fn get_counter(
 async fn set_counter(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Value>> {
-    let (c, job, b): (_, _, CounterBody) = job_write(&params, v)?;
+    let (c, job, b): (_, _, CounterSetBody) = job_write(&params, v)?;
+    let fence = fence(b.epoch, &b.lease_id)?;
     let value = positive("value", b.value)?;
     state
         .store
-        .counter_set(&c, b.epoch, job, value)
+        .counter_set(&c, fence, job, value)
         .await
         .map_err(ApiError::from)?;
     Ok(Json(json!({"value": value})))
@@ -642,10 +720,11 @@ async fn remove_job_data(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
     what: JobData,
 ) -> ApiResult<Response> {
-    let (c, job, b): (_, _, EpochOnly) = job_write(&params, v)?;
+    let (c, job, b): (_, _, FenceBody) = job_write(&params, v)?;
+    let fence = b.fence()?;
     match what {
-        JobData::Counter => state.store.counter_remove(&c, b.epoch, job).await?,
-        JobData::All => state.store.remove_job_ha_data(&c, b.epoch, job).await?,
+        JobData::Counter => state.store.counter_remove(&c, fence, job).await?,
+        JobData::All => state.store.remove_job_ha_data(&c, fence, job).await?,
     }
     Ok(no_content())
 }
@@ -654,10 +733,10 @@ async fn remove_job_data(
 async fn remove_cluster_data(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let (c, b): (_, EpochOnly) = (cluster(&params)?, body(v)?);
+    let (c, b): (_, FenceBody) = (cluster(&params)?, body(v)?);
     state
         .store
-        .remove_cluster_ha_data(&c, Some(b.epoch))
+        .remove_cluster_ha_data(&c, Some(b.fence()?))
         .await?;
     Ok(no_content())
 }

@@ -177,29 +177,30 @@ pub trait Store: Send + Sync + 'static {
     /// Keeps the jobs Flink's job overview showed (their names).
     async fn record_flink_jobs(&self, cluster: &ClusterId, jobs: &[FlinkJob]) -> StoreResult<()>;
 
-    // ---- Flink's HA services. Writes with an `epoch` land only while it holds the
-    // cluster's live lease, else [`StoreError::Fenced`]. ----
+    // ---- Flink's HA services. Writes with a [`Fence`] land only while it names the
+    // cluster's live lease (its epoch and lease id), else [`StoreError::Fenced`]. ----
 
     /// Takes the cluster's lease for `duration` (database clock): a free or expired lease
-    /// gets a new epoch (1, then + 1 at each acquisition); the live holder asking again
-    /// renews under its epoch; another holder of a live lease gets `None`.
+    /// gets a new epoch (1, then + 1 at each acquisition) and a new random lease id; the live
+    /// holder asking again renews under its epoch and lease id; another holder of a live
+    /// lease gets `None`.
     async fn acquire_lease(
         &self, cluster: &ClusterId, holder: &str, duration: Duration,
     ) -> StoreResult<Option<Lease>>;
 
-    /// Extends the lease; false unless `holder` holds `epoch` and it has not expired.
+    /// Extends the lease; false unless `holder` holds `fence` and it has not expired.
     async fn renew_lease(
-        &self, cluster: &ClusterId, holder: &str, epoch: i64, duration: Duration,
+        &self, cluster: &ClusterId, holder: &str, fence: Fence, duration: Duration,
     ) -> StoreResult<bool>;
 
     /// Ends the lease now (its row and epoch stay); false when it was not held.
     async fn release_lease(
-        &self, cluster: &ClusterId, holder: &str, epoch: i64,
+        &self, cluster: &ClusterId, holder: &str, fence: Fence,
     ) -> StoreResult<bool>;
 
     /// Publishes (inserts or overwrites) a component's leader information, fenced.
     async fn publish_leader_info(
-        &self, cluster: &ClusterId, epoch: i64, component: &str, address: &str, session_id: &str,
+        &self, cluster: &ClusterId, fence: Fence, component: &str, address: &str, session_id: &str,
     ) -> StoreResult<LeaderInfo>;
 
     /// A component's leader information; `None` when its leader published none.
@@ -211,7 +212,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Removes a component's leader information, fenced; false when there was none.
     async fn delete_leader_info(
-        &self, cluster: &ClusterId, epoch: i64, component: &str,
+        &self, cluster: &ClusterId, fence: Fence, component: &str,
     ) -> StoreResult<bool>;
 
     /// A receiver whose value changes whenever some cluster's leader information may have
@@ -221,21 +222,21 @@ pub trait Store: Send + Sync + 'static {
 
     /// Adds a state handle at version 1, fenced; a present key is [`StoreError::Conflict`].
     async fn add_state_handle(
-        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, handle: &[u8],
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey, handle: &[u8],
     ) -> StoreResult<i64>;
 
     /// Compare-and-set: replaces the handle when its version is `expected_version` (and it
     /// is not marked for deletion) and answers the new version; else
     /// [`StoreError::VersionMismatch`], [`StoreError::NotFound`] or [`StoreError::Fenced`].
     async fn replace_state_handle(
-        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, expected_version: i64,
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey, expected_version: i64,
         handle: &[u8],
     ) -> StoreResult<i64>;
 
     /// Marks a handle for deletion (the first phase of Flink's `releaseAndTryRemove`),
     /// fenced; answers its version, [`StoreError::NotFound`] when absent.
     async fn mark_state_handle_for_deletion(
-        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey,
     ) -> StoreResult<i64>;
 
     /// A state handle, also one marked for deletion (Flink's `exists` takes those for
@@ -244,21 +245,21 @@ pub trait Store: Send + Sync + 'static {
         &self, cluster: &ClusterId, key: &StateHandleKey,
     ) -> StoreResult<Option<StateHandle>>;
 
-    /// The handles of one kind and job (`None`: of no job), ordered by name.
+    /// A page of the handles of one kind and job (`None`: of no job), ordered by name.
     async fn list_state_handles(
-        &self, cluster: &ClusterId, kind: HaKind, job: Option<JobId>,
-    ) -> StoreResult<Vec<StateHandle>>;
+        &self, cluster: &ClusterId, kind: HaKind, job: Option<JobId>, page: &HandlePage,
+    ) -> StoreResult<HandleListing>;
 
     /// Removes a handle, fenced. Idempotent: `Ok` means it is gone; true when this call
     /// removed it.
     async fn remove_state_handle(
-        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey,
     ) -> StoreResult<bool>;
 
     /// Flink's `CheckpointIDCounter.getAndIncrement`: the next checkpoint id (1 for a new
     /// counter), atomically, fenced.
     async fn counter_get_and_increment(
-        &self, cluster: &ClusterId, epoch: i64, job: JobId,
+        &self, cluster: &ClusterId, fence: Fence, job: JobId,
     ) -> StoreResult<i64>;
 
     /// The next id the counter hands out; `None` when the job has no counter (Flink starts
@@ -267,25 +268,27 @@ pub trait Store: Send + Sync + 'static {
 
     /// Flink's `setCount`, fenced (a value below 1 is refused by the schema).
     async fn counter_set(
-        &self, cluster: &ClusterId, epoch: i64, job: JobId, value: i64,
+        &self, cluster: &ClusterId, fence: Fence, job: JobId, value: i64,
     ) -> StoreResult<()>;
 
     /// Removes a job's counter (Flink's `shutdown` in a globally terminal state), fenced;
     /// `Ok` also when there was none.
-    async fn counter_remove(&self, cluster: &ClusterId, epoch: i64, job: JobId) -> StoreResult<()>;
+    async fn counter_remove(
+        &self, cluster: &ClusterId, fence: Fence, job: JobId,
+    ) -> StoreResult<()>;
 
     /// A job's HA data, fenced, in one transaction: its JobManager leader information (the
     /// component named by the job id), its checkpoints and any handle kept under the job,
     /// its execution plan (named by the job id) and its counter.
     async fn remove_job_ha_data(
-        &self, cluster: &ClusterId, epoch: i64, job: JobId,
+        &self, cluster: &ClusterId, fence: Fence, job: JobId,
     ) -> StoreResult<()>;
 
-    /// Every HA entry of a cluster (Flink's `cleanupAllData`), fenced by `epoch` when given
+    /// Every HA entry of a cluster (Flink's `cleanupAllData`), fenced by `fence` when given
     /// (a leader), unconditionally without (an operator); the lease row stays, expired, so
     /// that epochs never repeat.
     async fn remove_cluster_ha_data(
-        &self, cluster: &ClusterId, epoch: Option<i64>,
+        &self, cluster: &ClusterId, fence: Option<Fence>,
     ) -> StoreResult<()>;
 }
 

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use uuid::Uuid;
 
 use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId, sql_text};
 use crate::wire::{ResultId, ResultKind};
@@ -449,17 +450,40 @@ pub struct Expired {
 }
 
 // ---- Flink's HA services ----------------------------------------------------------------------
-// Every write of a leader names its lease epoch and lands only while that epoch is the
-// cluster's live lease, checked in the writing statement itself on the database's clock; a
-// write of a deposed leader is `StoreError::Fenced` and changes nothing.
+// Every write of a leader names its lease ([`Fence`]: epoch and lease id) and lands only while
+// that lease is the cluster's live one, checked in the writing statement itself on the
+// database's clock; a write of a deposed leader is `StoreError::Fenced` and changes nothing.
 
 /// A lease as its holder got it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
 pub struct Lease {
-    /// Raised at every new acquisition; names the holder's writes.
+    /// Raised at every new acquisition; shown in the leader information.
     pub epoch: i64,
+    /// Drawn at random at every new acquisition (kept when the live holder acquires again):
+    /// the token that fences. An epoch can repeat when a database failover lost the commit of
+    /// an acquisition; a lease id never does.
+    #[sqlx(try_from = "String")]
+    pub lease_id: Uuid,
     /// The database's time at which the lease lapses unless renewed.
     pub expires_at: DateTime<Utc>,
+}
+
+impl Lease {
+    /// What the holder of this lease names in its writes.
+    pub fn fence(&self) -> Fence {
+        Fence {
+            epoch: self.epoch,
+            lease_id: self.lease_id,
+        }
+    }
+}
+
+/// What a leader names in every fenced write: its lease's epoch and lease id. A write lands
+/// only while both name the cluster's live lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fence {
+    pub epoch: i64,
+    pub lease_id: Uuid,
 }
 
 /// What a component's leader published.
@@ -516,3 +540,21 @@ pub struct StateHandle {
 
 /// Most bytes of one handle (the schema's CHECK says the same).
 pub const MAX_HANDLE_BYTES: usize = 65536;
+
+/// Which page of a state-handle listing to read: the handles named after `after` (all
+/// from the first when `None`), at most `limit` of them, and no more after the handles read
+/// reach `max_bytes` (at least one handle, so a page holds at most `max_bytes` +
+/// [`MAX_HANDLE_BYTES`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlePage {
+    pub after: Option<String>,
+    pub limit: u32,
+    pub max_bytes: usize,
+}
+
+/// A page of a state-handle listing and the name to continue after, when there is more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandleListing {
+    pub handles: Vec<StateHandle>,
+    pub next: Option<String>,
+}

@@ -5,7 +5,7 @@
 //! Transitions are single statements whose conditions the schema's keys and CHECKs back:
 //! a duplicate create is a unique violation, mark-clean updates only a dirty row, a claim
 //! bumps the attempt number that fences every later write of the holder, and every HA write
-//! of a leader carries its lease epoch, checked in the writing statement itself.
+//! of a leader carries its lease (epoch and lease id), checked in the writing statement itself.
 
 use std::future::Future;
 use std::sync::{Arc, Once};
@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::sync::watch;
+use uuid::Uuid;
 
 use super::db::{Arg, Db, Decoded, Side};
 use super::migrate;
@@ -60,15 +61,15 @@ impl SqlStore {
         }
     }
 
-    /// Whether `epoch` holds the cluster's live lease (asked on the writer, after a write
+    /// Whether `fence` names the cluster's live lease (asked on the writer, after a write
     /// that changed nothing, to tell the caller why).
-    async fn lease_is_live(&self, cluster: &ClusterId, epoch: i64) -> StoreResult<bool> {
+    async fn lease_is_live(&self, cluster: &ClusterId, fence: Fence) -> StoreResult<bool> {
         let live: Option<Live> = self
             .db
             .optional(
                 Side::Write,
                 sql::HA_FENCE_CHECK,
-                &fenced_args(cluster, epoch, []),
+                &fenced_args(cluster, fence, []),
             )
             .await?;
         Ok(live.is_some())
@@ -205,36 +206,59 @@ struct Version {
     version: i64,
 }
 
+/// `ha_state_handle_sizes`: a handle's name and size.
+#[derive(sqlx::FromRow)]
+struct HandleSize {
+    name: String,
+    bytes: i64,
+}
+
+/// How many of `sizes` (in name order, at most `page.limit` + 1) a page takes, and whether
+/// more follow: up to `page.limit`, and none after the bytes taken reach `page.max_bytes`.
+fn page_cut(sizes: &[HandleSize], page: &HandlePage) -> (usize, bool) {
+    let mut bytes = 0usize;
+    let mut take = 0;
+    for s in sizes.iter().take(page.limit as usize) {
+        if take > 0 && bytes >= page.max_bytes {
+            break;
+        }
+        bytes = bytes.saturating_add(usize::try_from(s.bytes).unwrap_or(usize::MAX));
+        take += 1;
+    }
+    (take, sizes.len() > take)
+}
+
 /// A counter's `value`.
 #[derive(sqlx::FromRow)]
 struct Counter {
     value: i64,
 }
 
-/// The parameters of a fenced statement: the cluster and the epoch first, then `tail`.
+/// The parameters of a fenced statement: the cluster and the epoch first, then `tail`, then
+/// the lease id last (each statement's header comment names its positions).
 fn fenced_args<'a, const N: usize>(
-    cluster: &'a ClusterId, epoch: i64, tail: [Arg<'a>; N],
+    cluster: &'a ClusterId, fence: Fence, tail: [Arg<'a>; N],
 ) -> Vec<Arg<'a>> {
-    let mut args = vec![Arg::str(cluster.as_str()), Arg::Int(epoch)];
+    let mut args = vec![Arg::str(cluster.as_str()), Arg::Int(fence.epoch)];
     args.extend(tail);
+    args.push(Arg::text(fence.lease_id));
     args
 }
 
 /// The parameters of a fenced statement on one state handle: cluster, epoch, kind, job,
-/// name, then `tail`.
+/// name, then `tail`, then the lease id.
 fn handle_args<'a, const N: usize>(
-    cluster: &'a ClusterId, epoch: i64, key: &'a StateHandleKey, tail: [Arg<'a>; N],
+    cluster: &'a ClusterId, fence: Fence, key: &'a StateHandleKey, tail: [Arg<'a>; N],
 ) -> Vec<Arg<'a>> {
-    let mut args = fenced_args(
-        cluster,
-        epoch,
-        [
-            Arg::str(key.kind.as_str()),
-            Arg::text(key.job_column()),
-            Arg::str(&key.name),
-        ],
-    );
+    let mut args = vec![
+        Arg::str(cluster.as_str()),
+        Arg::Int(fence.epoch),
+        Arg::str(key.kind.as_str()),
+        Arg::text(key.job_column()),
+        Arg::str(&key.name),
+    ];
     args.extend(tail);
+    args.push(Arg::text(fence.lease_id));
     args
 }
 
@@ -827,6 +851,7 @@ impl Store for SqlStore {
                 Arg::str(cluster.as_str()),
                 Arg::str(holder),
                 Arg::millis(duration),
+                Arg::text(Uuid::new_v4()),
             ];
             self.one(Side::Write, sql::HA_LEASE_ACQUIRE, &args).await
         })
@@ -834,30 +859,30 @@ impl Store for SqlStore {
     }
 
     async fn renew_lease(
-        &self, cluster: &ClusterId, holder: &str, epoch: i64, duration: Duration,
+        &self, cluster: &ClusterId, holder: &str, fence: Fence, duration: Duration,
     ) -> StoreResult<bool> {
         self.within(async {
-            let args = fenced_args(cluster, epoch, [Arg::str(holder), Arg::millis(duration)]);
+            let args = fenced_args(cluster, fence, [Arg::str(holder), Arg::millis(duration)]);
             Ok(self.db.execute(sql::HA_LEASE_RENEW, &args).await? == 1)
         })
         .await
     }
 
     async fn release_lease(
-        &self, cluster: &ClusterId, holder: &str, epoch: i64,
+        &self, cluster: &ClusterId, holder: &str, fence: Fence,
     ) -> StoreResult<bool> {
         self.within(async {
-            let args = fenced_args(cluster, epoch, [Arg::str(holder)]);
+            let args = fenced_args(cluster, fence, [Arg::str(holder)]);
             Ok(self.db.execute(sql::HA_LEASE_RELEASE, &args).await? == 1)
         })
         .await
     }
 
     async fn publish_leader_info(
-        &self, cluster: &ClusterId, epoch: i64, component: &str, address: &str, session_id: &str,
+        &self, cluster: &ClusterId, fence: Fence, component: &str, address: &str, session_id: &str,
     ) -> StoreResult<LeaderInfo> {
         let tail = [Arg::str(component), Arg::str(address), Arg::str(session_id)];
-        let args = fenced_args(cluster, epoch, tail);
+        let args = fenced_args(cluster, fence, tail);
         let published = self
             .within(self.fenced(sql::HA_LEADER_INFO_PUBLISH, &args))
             .await?;
@@ -866,11 +891,11 @@ impl Store for SqlStore {
     }
 
     async fn delete_leader_info(
-        &self, cluster: &ClusterId, epoch: i64, component: &str,
+        &self, cluster: &ClusterId, fence: Fence, component: &str,
     ) -> StoreResult<bool> {
-        let args = fenced_args(cluster, epoch, [Arg::str(component)]);
+        let args = fenced_args(cluster, fence, [Arg::str(component)]);
         let deleted = self
-            .within(self.fenced_change(sql::HA_LEADER_INFO_DELETE, &args))
+            .within(self.fenced_change(sql::HA_LEADER_INFO_DELETE, &args, cluster, fence))
             .await?;
         self.leader_info_changed();
         Ok(deleted)
@@ -899,19 +924,19 @@ impl Store for SqlStore {
     }
 
     async fn add_state_handle(
-        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, handle: &[u8],
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey, handle: &[u8],
     ) -> StoreResult<i64> {
-        let args = handle_args(cluster, epoch, key, [Arg::Bytes(handle)]);
+        let args = handle_args(cluster, fence, key, [Arg::Bytes(handle)]);
         let added = self.fenced::<Version>(sql::HA_STATE_HANDLE_ADD, &args);
         self.within(async { Ok(added.await?.version) }).await
     }
 
     async fn replace_state_handle(
-        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey, expected_version: i64,
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey, expected_version: i64,
         handle: &[u8],
     ) -> StoreResult<i64> {
         let tail = [Arg::Int(expected_version), Arg::Bytes(handle)];
-        let args = handle_args(cluster, epoch, key, tail);
+        let args = handle_args(cluster, fence, key, tail);
         self.within(async {
             let replaced: Option<Version> = self
                 .db
@@ -921,7 +946,7 @@ impl Store for SqlStore {
                 return Ok(v.version);
             }
             // Nothing changed: tell why (after the fact, for the caller's error only).
-            if !self.lease_is_live(cluster, epoch).await? {
+            if !self.lease_is_live(cluster, fence).await? {
                 return Err(StoreError::Fenced);
             }
             match self.state_handle(Side::Write, cluster, key).await? {
@@ -935,9 +960,9 @@ impl Store for SqlStore {
     }
 
     async fn mark_state_handle_for_deletion(
-        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey,
     ) -> StoreResult<i64> {
-        let args = handle_args(cluster, epoch, key, []);
+        let args = handle_args(cluster, fence, key, []);
         self.within(async {
             let marked: Option<Version> = self
                 .db
@@ -945,7 +970,7 @@ impl Store for SqlStore {
                 .await?;
             match marked {
                 Some(v) => Ok(v.version),
-                None if self.lease_is_live(cluster, epoch).await? => Err(StoreError::NotFound),
+                None if self.lease_is_live(cluster, fence).await? => Err(StoreError::NotFound),
                 None => Err(StoreError::Fenced),
             }
         })
@@ -960,29 +985,53 @@ impl Store for SqlStore {
     }
 
     async fn list_state_handles(
-        &self, cluster: &ClusterId, kind: HaKind, job: Option<JobId>,
-    ) -> StoreResult<Vec<StateHandle>> {
-        let args = [
+        &self, cluster: &ClusterId, kind: HaKind, job: Option<JobId>, page: &HandlePage,
+    ) -> StoreResult<HandleListing> {
+        let after = page.after.as_deref().unwrap_or("");
+        let key = [
             Arg::str(cluster.as_str()),
             Arg::str(kind.as_str()),
             Arg::text(job_column(job)),
+            Arg::str(after),
         ];
-        self.within(self.read_all(Side::Write, sql::HA_STATE_HANDLE_LIST, &args))
-            .await
+        self.within(async {
+            // The page is cut by count and bytes on the names and sizes alone, so that no
+            // more handles than one page holds are ever read into memory.
+            let mut args = key.to_vec();
+            args.push(Arg::Int(i64::from(page.limit) + 1));
+            let sizes: Vec<HandleSize> = self
+                .read_all(Side::Write, sql::HA_STATE_HANDLE_SIZES, &args)
+                .await?;
+            let (take, more) = page_cut(&sizes, page);
+            let Some(last) = take.checked_sub(1).map(|i| sizes[i].name.as_str()) else {
+                return Ok(HandleListing {
+                    handles: Vec::new(),
+                    next: None,
+                });
+            };
+            let mut args = key.to_vec();
+            args.push(Arg::str(last));
+            let handles: Vec<StateHandle> = self
+                .read_all(Side::Write, sql::HA_STATE_HANDLE_LIST, &args)
+                .await?;
+            let next = more.then(|| last.to_owned());
+            Ok(HandleListing { handles, next })
+        })
+        .await
     }
 
     async fn remove_state_handle(
-        &self, cluster: &ClusterId, epoch: i64, key: &StateHandleKey,
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey,
     ) -> StoreResult<bool> {
-        let args = handle_args(cluster, epoch, key, []);
-        self.within(self.fenced_change(sql::HA_STATE_HANDLE_REMOVE, &args))
+        let args = handle_args(cluster, fence, key, []);
+        self.within(self.fenced_change(sql::HA_STATE_HANDLE_REMOVE, &args, cluster, fence))
             .await
     }
 
     async fn counter_get_and_increment(
-        &self, cluster: &ClusterId, epoch: i64, job: JobId,
+        &self, cluster: &ClusterId, fence: Fence, job: JobId,
     ) -> StoreResult<i64> {
-        let args = fenced_args(cluster, epoch, [Arg::text(job)]);
+        let args = fenced_args(cluster, fence, [Arg::text(job)]);
         let next = self.fenced::<Counter>(sql::HA_COUNTER_GET_AND_INCREMENT, &args);
         self.within(async { Ok(next.await?.value) }).await
     }
@@ -997,35 +1046,37 @@ impl Store for SqlStore {
     }
 
     async fn counter_set(
-        &self, cluster: &ClusterId, epoch: i64, job: JobId, value: i64,
+        &self, cluster: &ClusterId, fence: Fence, job: JobId, value: i64,
     ) -> StoreResult<()> {
-        let args = fenced_args(cluster, epoch, [Arg::text(job), Arg::Int(value)]);
+        let args = fenced_args(cluster, fence, [Arg::text(job), Arg::Int(value)]);
         let set = self.fenced::<Counter>(sql::HA_COUNTER_SET, &args);
         self.within(async { set.await.map(drop) }).await
     }
 
-    async fn counter_remove(&self, cluster: &ClusterId, epoch: i64, job: JobId) -> StoreResult<()> {
+    async fn counter_remove(
+        &self, cluster: &ClusterId, fence: Fence, job: JobId,
+    ) -> StoreResult<()> {
         let statements = [sql::HA_JOB_COUNTER_DELETE];
-        self.within(self.cleanup(cluster, Some(epoch), Some(job), &statements))
+        self.within(self.cleanup(cluster, Some(fence), Some(job), &statements))
             .await
     }
 
     async fn remove_job_ha_data(
-        &self, cluster: &ClusterId, epoch: i64, job: JobId,
+        &self, cluster: &ClusterId, fence: Fence, job: JobId,
     ) -> StoreResult<()> {
         let statements = [
             sql::HA_JOB_LEADER_INFO_DELETE,
             sql::HA_JOB_STATE_HANDLES_DELETE,
             sql::HA_JOB_COUNTER_DELETE,
         ];
-        self.within(self.cleanup(cluster, Some(epoch), Some(job), &statements))
+        self.within(self.cleanup(cluster, Some(fence), Some(job), &statements))
             .await?;
         self.leader_info_changed();
         Ok(())
     }
 
     async fn remove_cluster_ha_data(
-        &self, cluster: &ClusterId, epoch: Option<i64>,
+        &self, cluster: &ClusterId, fence: Option<Fence>,
     ) -> StoreResult<()> {
         let statements = [
             sql::HA_CLUSTER_LEADER_INFO_DELETE,
@@ -1033,7 +1084,7 @@ impl Store for SqlStore {
             sql::HA_CLUSTER_COUNTERS_DELETE,
             sql::HA_CLUSTER_LEASE_EXPIRE,
         ];
-        self.within(self.cleanup(cluster, epoch, None, &statements))
+        self.within(self.cleanup(cluster, fence, None, &statements))
             .await?;
         self.leader_info_changed();
         Ok(())
@@ -1057,24 +1108,26 @@ impl SqlStore {
     }
 
     /// A fenced write that answers a row; [`StoreError::Fenced`] when it answered none (the
-    /// epoch is not the cluster's live lease, so the statement's condition held it back).
+    /// lease is not the cluster's live one, so the statement's condition held it back).
     async fn fenced<T: Decoded>(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<T> {
         let row = self.db.optional(Side::Write, sql, args).await?;
         row.ok_or(StoreError::Fenced)
     }
 
-    /// A fenced write that may find nothing to change (parameters 1 and 2: the cluster and
-    /// the epoch): true when it changed a row, false when there was none to change,
-    /// [`StoreError::Fenced`] when the epoch is not the live lease.
-    async fn fenced_change(&self, sql: Sql, args: &[Arg<'_>]) -> StoreResult<bool> {
+    /// A fenced write that may find nothing to change: true when it changed a row, false
+    /// when there was none to change, [`StoreError::Fenced`] when `fence` is not the live
+    /// lease.
+    async fn fenced_change(
+        &self, sql: Sql, args: &[Arg<'_>], cluster: &ClusterId, fence: Fence,
+    ) -> StoreResult<bool> {
         if self.db.execute(sql, args).await? > 0 {
             return Ok(true);
         }
-        let live: Option<Live> = self
-            .db
-            .optional(Side::Write, sql::HA_FENCE_CHECK, &args[..2])
-            .await?;
-        live.map(|_| false).ok_or(StoreError::Fenced)
+        if self.lease_is_live(cluster, fence).await? {
+            Ok(false)
+        } else {
+            Err(StoreError::Fenced)
+        }
     }
 
     /// A row named by its cluster and one more key (`$1`, `$2`).
@@ -1127,16 +1180,16 @@ impl SqlStore {
     }
 
     /// Runs cleanup statements (parameters: the cluster, then the job when given) in one
-    /// transaction, after the fence check when an epoch is given (on PostgreSQL its share
+    /// transaction, after the fence check when a lease is given (on PostgreSQL its share
     /// lock holds off a takeover until the commit).
     async fn cleanup(
-        &self, cluster: &ClusterId, epoch: Option<i64>, job: Option<JobId>, statements: &[Sql],
+        &self, cluster: &ClusterId, fence: Option<Fence>, job: Option<JobId>, statements: &[Sql],
     ) -> StoreResult<()> {
         let mut tx = self.db.begin().await?;
-        if let Some(epoch) = epoch {
+        if let Some(fence) = fence {
             let live: Option<Live> = tx
                 .on()
-                .optional(sql::HA_FENCE_CHECK, &fenced_args(cluster, epoch, []))
+                .optional(sql::HA_FENCE_CHECK, &fenced_args(cluster, fence, []))
                 .await?;
             if live.is_none() {
                 return Err(StoreError::Fenced);

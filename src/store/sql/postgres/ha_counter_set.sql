@@ -1,9 +1,9 @@
--- $1 cluster, $2 epoch, $3 job, $4 value (the next id; the schema refuses one below 1).
--- Fenced: lands only while $2 is the cluster's live lease epoch, checked in this statement
+-- $1 cluster, $2 epoch, $3 job, $4 value (the next id; the schema refuses one below 1), $5 lease id.
+-- Fenced: lands only while $2 and $5 (the lease id) name the cluster's live lease, checked in this statement
 -- (PostgreSQL takes a share lock on the lease row, so that a takeover waits for it).
 INSERT INTO ha_counters (cluster_id, job_id, value)
 SELECT $1, $3, $4
  WHERE EXISTS (SELECT 1 FROM ha_leases
-               WHERE cluster_id = $1 AND epoch = $2 AND expires_at > now() FOR SHARE)
+               WHERE cluster_id = $1 AND epoch = $2 AND lease_id = CAST($5 AS uuid) AND expires_at > now() FOR SHARE)
 ON CONFLICT (cluster_id, job_id) DO UPDATE SET value = excluded.value
 RETURNING value

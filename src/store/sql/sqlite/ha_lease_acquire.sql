@@ -1,13 +1,17 @@
--- $1 cluster, $2 holder, $3 lease in ms. A free cluster gets epoch 1; an expired or released
--- lease goes to the caller with epoch + 1; the live holder asking again renews (same epoch,
--- same acquired_at); another holder of a live lease gets no row. The database's clock only.
-INSERT INTO ha_leases (cluster_id, holder, epoch, acquired_at, renewed_at, expires_at)
-VALUES ($1, $2, 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || (CAST($3 AS REAL) / 1000.0) || ' seconds'))
+-- $1 cluster, $2 holder, $3 lease in ms, $4 a new random lease id. A free cluster gets epoch 1;
+-- an expired or released lease goes to the caller with epoch + 1 and lease id $4; the live
+-- holder asking again renews (same epoch, same lease id, same acquired_at); another holder of
+-- a live lease gets no row. The database's clock only. The lease id is what fences: a row
+-- lost by a database failover can give its epoch again, never its lease id.
+INSERT INTO ha_leases (cluster_id, holder, epoch, lease_id, acquired_at, renewed_at, expires_at)
+VALUES ($1, $2, 1, $4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || (CAST($3 AS REAL) / 1000.0) || ' seconds'))
 ON CONFLICT (cluster_id) DO UPDATE
    SET epoch = CASE WHEN ha_leases.holder = excluded.holder AND ha_leases.expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
                     THEN ha_leases.epoch ELSE ha_leases.epoch + 1 END,
+       lease_id = CASE WHEN ha_leases.holder = excluded.holder AND ha_leases.expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                       THEN ha_leases.lease_id ELSE excluded.lease_id END,
        acquired_at = CASE WHEN ha_leases.holder = excluded.holder AND ha_leases.expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
                           THEN ha_leases.acquired_at ELSE strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END,
        holder = excluded.holder, renewed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), expires_at = excluded.expires_at
  WHERE ha_leases.expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now') OR ha_leases.holder = excluded.holder
-RETURNING epoch, expires_at
+RETURNING epoch, lease_id, expires_at
