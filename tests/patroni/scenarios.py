@@ -1,6 +1,8 @@
 """The scenarios of the PostgreSQL HA suite (run.py says what each shows)."""
 import json
 import os
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -124,6 +126,74 @@ class Writers:
                 return ids
 
 
+def pg_probe(port, timeout=1.0):
+    """(in recovery, server port) of the server a new connection to 127.0.0.1:port reaches, over
+    PostgreSQL's wire protocol (trust authentication as the superuser); None when it does not
+    answer or refuses (starting up, shutting down). Lighter than a psql process."""
+    def msg(kind, payload):
+        return kind + struct.pack("!I", len(payload) + 4) + payload
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            params = b"user\0postgres\0database\0postgres\0\0"
+            sock.sendall(struct.pack("!II", len(params) + 8, 196608) + params)
+            buf, row, queried = b"", None, False
+            while True:
+                while len(buf) < 5 or len(buf) < 1 + struct.unpack("!I", buf[1:5])[0]:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        return None
+                    buf += chunk
+                kind, n = buf[:1], struct.unpack("!I", buf[1:5])[0]
+                body, buf = buf[5:1 + n], buf[1 + n:]
+                if kind == b"E" or (kind == b"R" and struct.unpack("!I", body[:4])[0] != 0):
+                    return None
+                if kind == b"D":
+                    cols, off = [], 2
+                    for _ in range(struct.unpack("!H", body[:2])[0]):
+                        ln = struct.unpack("!i", body[off:off + 4])[0]
+                        cols.append(body[off + 4:off + 4 + ln].decode())
+                        off += 4 + ln
+                    row = cols
+                if kind == b"Z":
+                    if queried:
+                        return (row[0] == "t", int(row[1])) if row else None
+                    sock.sendall(msg(b"Q", b"SELECT pg_is_in_recovery(), current_setting('port')\0"))
+                    queried = True
+    except (OSError, struct.error, ValueError, IndexError):
+        return None
+
+
+class RouteProbe:
+    """From start() on, a new connection through HAProxy every 0.1 s (each in its own thread, 1 s
+    timeout) until one reaches the new primary (new_port, not in recovery): `at` is then the time
+    that connection was opened, the moment the new primary accepts jobstore's connections."""
+
+    def __init__(self, port, new_port):
+        self.port, self.new_port = port, new_port
+        self.at = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def _attempt(self, t0):
+        if pg_probe(self.port) == (False, self.new_port) and (self.at is None or t0 < self.at):
+            self.at = t0
+
+    def _loop(self):
+        while not self._stop.is_set() and self.at is None:
+            threading.Thread(target=self._attempt, args=(time.time(),), daemon=True).start()
+            time.sleep(0.1)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 def wait_writes(writers, n, timeout=60):
     start = writers.count()
     wait_for(f"{n} more acknowledged writes", lambda: writers.count() >= start + n, timeout, 0.1)
@@ -231,20 +301,26 @@ class Env:
         c, ck = self.cluster, self.checks
         js = self.jobstore(f"{label.replace(' #', '-')}-jobstore", c.url(self.database("kill")))
         writers = Writers(js.url, "kill-" + random_hex(3)).start()
+        probe = None
         try:
             wait_writes(writers, 100)
             old = c.primary()
             timeline = c.timeline(old)
+            probe = RouteProbe(c.port, c.replica_of(old).pg_port)
             t_kill = time.time()
             pid = old.kill_postmaster()
+            probe.start()
             log(f"SIGKILL to the postmaster of {old.name} (pid {pid})")
             new = c.wait_new_primary(old, 60)
             t_promoted = time.time()
+            wait_for("HAProxy routes to the new primary", lambda: probe.at, 30, 0.1)
             wait_for("writes answered again", lambda: writers.outage(t_kill)[0] is not None
                      and time.time() - t_kill > writers.outage(t_kill)[0] + 2, 60, 0.2)
             wait_writes(writers, 50)
         finally:
             writers.stop()
+            if probe:
+                probe.stop()
         resume, gap = writers.outage(t_kill)
         statuses = writers.statuses(t_kill)
         present = writers.present(js.url)
@@ -253,13 +329,17 @@ class Env:
         fig = {"acknowledged": len(acked), "lost": len(lost), "resume_after_kill_s": round(resume, 2),
                "promoted_after_kill_s": round(t_promoted - t_kill, 2),
                "resume_after_promotion_s": round(resume - (t_promoted - t_kill), 2),
+               "routed_after_kill_s": round(probe.at - t_kill, 2),
+               "resume_after_routed_s": round(resume - (probe.at - t_kill), 2),
                "longest_gap_s": round(gap, 2), "503s": statuses.get(503, 0),
                "slowest_503_s": round(writers.max_latency(503, t_kill), 2), "statuses_after_kill": statuses,
                "timeline": [timeline, c.timeline(new)]}
         self.figure("kill", fig)
         ck.check(f"{label}: writes answer again after the primary's SIGKILL", lambda: expect(resume is not None, "never")
-                 and f"{resume:.1f} s after the kill, {fig['resume_after_promotion_s']:.1f} s after {new.name} "
-                     f"answered as primary; {statuses.get(503, 0)} answers 503, the slowest in {fig['slowest_503_s']} s")
+                 and f"{resume:.1f} s after the kill; {new.name} answered as primary after "
+                     f"{fig['promoted_after_kill_s']:.1f} s, HAProxy routed to it after {fig['routed_after_kill_s']:.1f} s "
+                     f"(writes {fig['resume_after_routed_s']:.1f} s later); {statuses.get(503, 0)} answers 503, "
+                     f"the slowest in {fig['slowest_503_s']} s")
         ck.check(f"{label}: nothing but 201 and retried 503s (no other 5xx, no request unanswered)",
                  lambda: expect(not writers.errors, f"{len(writers.errors)} errors, first {writers.errors[:3]}")
                  and f"{len(writers.records)} requests: {writers.statuses()}")
@@ -458,31 +538,40 @@ class Env:
         url = url or c.url(self.database("switchover"))
         js = self.jobstore(f"{what}-jobstore", url)
         writers = Writers(js.url, what + "-" + random_hex(3)).start()
+        probe = None
         try:
             wait_writes(writers, 100)
             old = c.primary()
             new = c.replica_of(old)
+            probe = RouteProbe(c.port, new.pg_port)
             t0 = time.time()
+            probe.start()
             out = c.patronictl("switchover", "--leader", old.name, "--candidate", new.name, "--force")
             log(f"patronictl switchover: {snippet(out, 300)}")
             c.wait_new_primary(old, 60)
             t_promoted = time.time()
+            wait_for("the new primary accepts connections (through HAProxy)", lambda: probe.at, 30, 0.1)
             wait_for("writes answered again", lambda: writers.outage(t0)[0] is not None
                      and time.time() - t0 > writers.outage(t0)[0] + 2, 60, 0.2)
             wait_writes(writers, 50)
         finally:
             writers.stop()
+            if probe:
+                probe.stop()
         resume, gap = writers.outage(t0)
         statuses = writers.statuses(t0)
         present = writers.present(js.url)
         acked = set(writers.acked)
         lost = sorted(acked - present)
         fig = {"acknowledged": len(acked), "lost": len(lost), "resume_after_command_s": round(resume, 2),
-               "promoted_after_command_s": round(t_promoted - t0, 2), "longest_gap_s": round(gap, 2),
+               "promoted_after_command_s": round(t_promoted - t0, 2),
+               "routed_after_command_s": round(probe.at - t0, 2),
+               "resume_after_routed_s": round(resume - (probe.at - t0), 2), "longest_gap_s": round(gap, 2),
                "503s": statuses.get(503, 0), "statuses": statuses}
         self.figure(what, fig)
         ck.check(f"{label}: writes go on through the switchover to {new.name}",
-                 lambda: f"longest gap {gap:.1f} s, {statuses.get(503, 0)} answers 503")
+                 lambda: f"longest gap {gap:.1f} s, {statuses.get(503, 0)} answers 503; writes resumed "
+                         f"{fig['resume_after_routed_s']:.1f} s after the new primary accepted connections")
         ck.check(f"{label}: no error but retried 503s", lambda: expect(
             not writers.errors, f"{len(writers.errors)} errors, first {writers.errors[:3]}") and f"{statuses}")
         ck.check(f"{label}: nothing acknowledged is lost", lambda: expect(
