@@ -353,12 +353,22 @@ class Cluster:
         return wait_for(f"{self.mode} cluster healthy (a primary, the other node streaming)", self.healthy,
                         timeout, 0.3)
 
-    def wait_new_primary(self, old, timeout=60):
-        """Waits until a node other than `old` is primary; that node."""
+    def wait_new_primary(self, old, timeout=60, since=None, timeline=None):
+        """Waits until a node other than `old` is primary, or, after a crash (`since`: the time
+        of the kill; `timeline`: old's then), `old` itself primary again on a later timeline:
+        with asynchronous replication the crashed primary, restarted as a standby with more WAL
+        than the other, can be the healthiest node and win the leader race. That node."""
         other = self.replica_of(old)
-        wait_for(f"{other.name} promoted", lambda: other.alive() and other.role(timeout=0.5) == "primary", timeout,
-                 0.1)
-        return other
+
+        def promoted():
+            if other.alive() and other.role(timeout=0.5) == "primary":
+                return other
+            if since is not None and old.alive() and old.role(timeout=0.5) == "primary" \
+                    and self.timeline(old) > timeline:
+                return old
+            return None
+        return wait_for(f"{other.name} promoted" + (f" (or {old.name} on a new timeline)" if since else ""),
+                        promoted, timeout, 0.1)
 
     def timeline(self, node):
         """The node's timeline, as its Patroni reports it (pg_control's lags behind a promotion
