@@ -25,6 +25,9 @@ Scenarios, in this order:
   require-sync  jobstore --require-synchronous-replication: /readyz's "database" field and the
                 metrics; the synchronous standby stopped: HA writes answer 503, reads go on;
                 back to normal once it returns (sync mode; in async mode: 503 throughout).
+  strict        (sync cluster only) `synchronous_mode_strict: true` set with patronictl, the
+                synchronous standby stopped: what a write answers (commits wait), and whether
+                a write answered 503 meanwhile landed once the standby is back.
   switchover    4 writers through `patronictl switchover`: nothing but retried 503s, nothing
                 lost.
   multi-host    jobstore with `--database-url postgres://127.0.0.1:P1,127.0.0.1:P2/db`, no
@@ -64,7 +67,8 @@ from cluster import Cluster  # noqa: E402
 from harness import REPO, Abort, Checks, Terminated, log, scope  # noqa: E402
 import scenarios  # noqa: E402
 
-SCENARIOS = ["kill", "lease", "require-sync", "switchover", "multi-host"]
+SCENARIOS = ["kill", "lease", "require-sync", "strict", "switchover", "multi-host"]
+SYNC_ONLY = {"strict"}
 
 
 def main():
@@ -145,6 +149,9 @@ def run_mode(checks, scratch, binary, mode, names, runs, figures):
             checks.require("cluster starts (etcd, 2 Patroni nodes, HAProxy)", cluster.start)
             env = scenarios.Env(checks, cluster, binary, folder, figures.setdefault(mode, {}))
             for name in names:
+                if name in SYNC_ONLY and mode != "sync":
+                    log(f"{name}: a scenario of the sync cluster only")
+                    continue
                 for i in range(runs if name == "kill" else 1):
                     env.run(name, i)
         except Abort as e:

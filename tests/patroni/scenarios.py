@@ -552,6 +552,62 @@ class Env:
         self.figure("require_sync", {"503_after_stop_s": round(t_503, 2),
                                      "writes_back_after_restart_s": round(time.time() - t_start, 2)})
 
+    # (3b) synchronous_mode_strict: what it costs ----------------------------------------------------
+
+    def scenario_strict(self, label):
+        """Sync mode only: with synchronous_mode_strict the standby stopped makes commits wait;
+        what jobstore answers meanwhile, and whether a write answered 503 committed after all."""
+        c, ck = self.cluster, self.checks
+        js = self.jobstore("strict-jobstore", c.url(self.database("strict")), ["--db-timeout", "5s"])
+        cid = "strict-" + random_hex(3)
+        url = f"{js.url}/v1/clusters/{cid}/job-results"
+
+        def create():
+            job = random_hex(16)
+            t0 = time.time()
+            s, body = http("POST", url, {"result": {"id": job, "application-status": "SUCCEEDED"}, "version": 1},
+                           timeout=60)
+            return job, s, time.time() - t0, body
+
+        def strict(on):
+            c.patronictl("edit-config", "-q", "--force", "-s", f"synchronous_mode_strict={'true' if on else 'false'}")
+            wait_for(f"Patroni applies synchronous_mode_strict={on}", lambda: json.loads(
+                http("GET", c.primary().rest + "/config", timeout=2)[1]).get("synchronous_mode_strict", False) == on,
+                30, 0.3)
+        strict(True)
+        primary = c.primary()
+        standby = c.replica_of(primary)
+        try:
+            _, s0, lat0, _ = create()
+            ck.require(f"{label}: a write with the synchronous standby", lambda: expect(s0 == 201, s0)
+                       and f"201 in {lat0 * 1000:.0f} ms")
+            standby.stop()
+            log(f"synchronous standby {standby.name} stopped (synchronous_mode_strict on)")
+            time.sleep(3)  # Patroni's loop: strict keeps synchronous_standby_names naming the standby
+            job, s1, lat1, body1 = create()
+            rz = http("GET", js.url + "/readyz", timeout=30)[0]
+            reads = http("GET", url, timeout=30)[0]
+            ck.check(f"{label}: the standby stopped, a write waits and answers 503 (measured)",
+                     lambda: expect(s1 == 503, f"answered {s1} after {lat1:.1f} s: {snippet(body1, 200)}")
+                     and f"503 after {lat1:.1f} s: {error_text(body1)[:100]}; /readyz {rz}, a read {reads}")
+            t_back = time.time()
+            standby.start()
+            c.wait_healthy(120)
+            wait_for("writes land again", lambda: create()[1] == 201, 60, 0.25)
+            back = time.time() - t_back
+            st = http("GET", f"{url}/{job}", timeout=20)[0]
+            ck.ok(f"{label}: the standby back, writes land again {back:.1f} s after its restart; the write "
+                  f"answered 503 meanwhile is {'present' if st == 200 else 'absent'} ({st}): a 503 is an unknown "
+                  "outcome")
+            self.figure("strict", {"write_with_standby_ms": round(lat0 * 1000), "write_without_standby":
+                                   [s1, round(lat1, 2)], "readyz_without_standby": rz, "read_without_standby": reads,
+                                   "writes_back_after_restart_s": round(back, 2),
+                                   "refused_write_committed_later": st == 200})
+        finally:
+            if not standby.alive():
+                standby.start()
+            strict(False)
+
     # (4) planned switchover ----------------------------------------------------------------------
 
     def scenario_switchover(self, label, url=None, what="switchover"):
