@@ -4,7 +4,9 @@
 //! Every write of the holder is fenced by its attempt number. It also times out
 //! operations nobody completes and removes completed ones after their retention.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -13,12 +15,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::flink::{self, AllowedHosts, FlinkAnswer, FlinkClient};
-use crate::ids::FlinkRestUrl;
+use crate::ids::{ClusterId, FlinkRestUrl};
 use crate::lifecycle;
-use crate::metrics::Metrics;
+use crate::metrics::{ExecutorState, Metrics};
 use crate::store::{
     Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Progress, Store,
-    StoreError,
+    StoreError, Trigger,
 };
 use crate::wire::ResultKind;
 
@@ -79,7 +81,19 @@ const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(10);
 /// How often due schedules, retries and savepoint retention are looked at.
 const LIFECYCLE_EVERY: Duration = Duration::from_secs(1);
 
+/// First pause before a duty that panicked runs again (doubled at each further panic, at
+/// most [`MAX_RESTART_BACKOFF`]; back to the first after a minute without one).
+const RESTART_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(60);
+
 /// Runs until `shutdown` is cancelled. Operations still held then are left to their lease.
+///
+/// Three duties run side by side, each supervised (a panic is logged, counted in
+/// `jobstore_task_restarts_total{task}` and the duty restarted after a backoff): claiming
+/// and driving operations, the savepoint lifecycle (schedules, retries, retention), and
+/// housekeeping (timeouts, removal past retention). None waits for another, and within
+/// them every cluster's work is its own: a cluster whose Flink hangs or whose pass fails
+/// holds up only itself.
 pub async fn run(
     store: Arc<dyn Store>, config: ExecutorConfig, wakeup: Arc<Notify>, shutdown: CancellationToken,
 ) {
@@ -91,39 +105,214 @@ pub async fn run(
         config.flink_allowed_hosts.clone(),
         config.flink_max_answer,
     );
-    let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
-    let mut last_housekeeping: Option<tokio::time::Instant> = None;
-    let mut last_lifecycle: Option<tokio::time::Instant> = None;
+    let metrics = config.metrics.clone();
+    let health = Arc::new(Health {
+        metrics: metrics.clone(),
+        restarting: AtomicUsize::new(0),
+    });
+    metrics.set_executor_state(ExecutorState::Running);
     tracing::info!(owner = %config.owner, "savepoint executor started");
+    let claims = {
+        let (store, config, client, wakeup, stop) = (
+            store.clone(),
+            config.clone(),
+            client.clone(),
+            wakeup.clone(),
+            shutdown.clone(),
+        );
+        let in_flight = Arc::new(InFlight::default());
+        supervise("claims", health.clone(), shutdown.clone(), move || {
+            claims(
+                store.clone(),
+                config.clone(),
+                client.clone(),
+                wakeup.clone(),
+                stop.clone(),
+                in_flight.clone(),
+            )
+        })
+    };
+    let schedules = {
+        let (store, config, client, stop) = (
+            store.clone(),
+            config.clone(),
+            client.clone(),
+            shutdown.clone(),
+        );
+        supervise("lifecycle", health.clone(), shutdown.clone(), move || {
+            lifecycle_duty(store.clone(), config.clone(), client.clone(), stop.clone())
+        })
+    };
+    let housekeeping = {
+        let (store, config, stop) = (store.clone(), config.clone(), shutdown.clone());
+        supervise(
+            "housekeeping",
+            health.clone(),
+            shutdown.clone(),
+            move || housekeeping_duty(store.clone(), config.clone(), stop.clone()),
+        )
+    };
+    tokio::join!(claims, schedules, housekeeping);
+    metrics.set_executor_state(ExecutorState::Stopped);
+    tracing::info!("savepoint executor stopped");
+}
+
+/// The duties' shared state: how many wait for their restart.
+struct Health {
+    metrics: Arc<Metrics>,
+    restarting: AtomicUsize,
+}
+
+impl Health {
+    fn restarting(&self, delta: isize) {
+        let now = if delta > 0 {
+            self.restarting.fetch_add(1, Ordering::SeqCst) + 1
+        } else {
+            self.restarting.fetch_sub(1, Ordering::SeqCst) - 1
+        };
+        self.metrics.set_executor_state(if now == 0 {
+            ExecutorState::Running
+        } else {
+            ExecutorState::Restarting
+        });
+    }
+}
+
+/// Runs a duty made by `make` until it ends (at shutdown); each panic is logged, counted and
+/// followed by a backoff and a new run.
+async fn supervise<F, Fut>(
+    task: &'static str, health: Arc<Health>, shutdown: CancellationToken, mut make: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut backoff = RESTART_BACKOFF;
     loop {
-        if last_housekeeping.is_none_or(|t| t.elapsed() >= HOUSEKEEPING_EVERY) {
-            housekeeping(store.as_ref(), &config).await;
-            last_housekeeping = Some(tokio::time::Instant::now());
-        }
-        if last_lifecycle.is_none_or(|t| t.elapsed() >= LIFECYCLE_EVERY) {
-            match lifecycle::run_once(store.as_ref(), &client, config.retry_backoff).await {
-                Ok(report) if report != lifecycle::LifecycleReport::default() => {
-                    tracing::info!(?report, "savepoint schedules and retention made operations")
+        let started = tokio::time::Instant::now();
+        // A task of its own: a panic unwinds only it.
+        let run = tokio::spawn(make()).await;
+        match run {
+            Ok(()) => return,
+            Err(e) if e.is_panic() => {
+                if shutdown.is_cancelled() {
+                    return;
                 }
-                Ok(_) => {}
-                Err(e) => log_store_error("running savepoint schedules and retention", &e),
+                if started.elapsed() >= MAX_RESTART_BACKOFF {
+                    backoff = RESTART_BACKOFF;
+                }
+                health
+                    .metrics
+                    .task_restarts
+                    .with_label_values(&[task])
+                    .inc();
+                tracing::error!(task, panic = %lifecycle::panic_text(e.into_panic().as_ref()), backoff = ?backoff, "a duty of the savepoint executor panicked; restarting it after a backoff");
+                health.restarting(1);
+                tokio::select! {
+                    _ = shutdown.cancelled() => {}
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                health.restarting(-1);
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
             }
-            last_lifecycle = Some(tokio::time::Instant::now());
+            Err(_) => return,
         }
-        // Claim while there are free slots and open work.
+    }
+}
+
+/// The operations each cluster has in flight in this process, so that one cluster (a
+/// Flink that never answers, thousands of triggers) cannot take every slot.
+#[derive(Default)]
+struct InFlight {
+    by_cluster: Mutex<HashMap<ClusterId, usize>>,
+}
+
+impl InFlight {
+    /// The clusters at their cap.
+    fn full(&self, cap: usize) -> Vec<ClusterId> {
+        let by_cluster = self.by_cluster.lock().unwrap_or_else(|p| p.into_inner());
+        by_cluster
+            .iter()
+            .filter(|(_, n)| **n >= cap)
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
+    fn add(self: &Arc<Self>, cluster: &ClusterId) -> InFlightGuard {
+        let mut by_cluster = self.by_cluster.lock().unwrap_or_else(|p| p.into_inner());
+        *by_cluster.entry(cluster.clone()).or_default() += 1;
+        InFlightGuard {
+            of: self.clone(),
+            cluster: cluster.clone(),
+        }
+    }
+}
+
+/// One operation in flight; counted off when dropped (also when its task panics).
+struct InFlightGuard {
+    of: Arc<InFlight>,
+    cluster: ClusterId,
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        let mut by_cluster = self.of.by_cluster.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = by_cluster.get_mut(&self.cluster) {
+            *n -= 1;
+            if *n == 0 {
+                by_cluster.remove(&self.cluster);
+            }
+        }
+    }
+}
+
+/// Operations one cluster drives at once in this process: a quarter of the slots (at
+/// least one), so that three clusters at their cap leave slots to the others.
+fn per_cluster_cap(concurrency: usize) -> usize {
+    (concurrency / 4).max(1)
+}
+
+/// Claims open operations while there are free slots (not of a cluster at its cap), each
+/// driven by a task of its own.
+async fn claims(
+    store: Arc<dyn Store>, config: Arc<ExecutorConfig>, client: FlinkClient, wakeup: Arc<Notify>,
+    shutdown: CancellationToken, in_flight: Arc<InFlight>,
+) {
+    let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
+    let cap = per_cluster_cap(config.concurrency.max(1));
+    loop {
         loop {
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 break;
             };
-            match store.claim_operation(&config.owner, config.lease).await {
+            let full = in_flight.full(cap);
+            match store
+                .claim_operation_except(&config.owner, config.lease, &full)
+                .await
+            {
                 Ok(Some(claimed)) => {
                     let (store, config, client) = (store.clone(), config.clone(), client.clone());
+                    let counted = in_flight.add(&claimed.operation.cluster_id);
                     let stop = shutdown.child_token();
                     tokio::spawn(async move {
-                        tokio::select! {
-                            _ = drive(store.as_ref(), &config, &client, claimed) => {}
-                            _ = stop.cancelled() => {}
+                        let metrics = config.metrics.clone();
+                        let driven = std::panic::AssertUnwindSafe(async {
+                            tokio::select! {
+                                _ = drive(store.as_ref(), &config, &client, claimed) => {}
+                                _ = stop.cancelled() => {}
+                            }
+                        });
+                        if let Err(panic) = catch_unwind(driven).await {
+                            // Its lease lapses and the operation is claimed again.
+                            metrics
+                                .task_restarts
+                                .with_label_values(&["operation"])
+                                .inc();
+                            tracing::error!(panic = %lifecycle::panic_text(panic.as_ref()), "driving a savepoint operation panicked; it is claimed again when its lease expires");
                         }
+                        drop(counted);
                         drop(permit);
                     });
                 }
@@ -135,12 +324,66 @@ pub async fn run(
             }
         }
         tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = shutdown.cancelled() => return,
             _ = wakeup.notified() => {}
             _ = tokio::time::sleep(config.poll_interval) => {}
         }
     }
-    tracing::info!("savepoint executor stopped");
+}
+
+/// Polls a future, catching a panic of it as an `Err` with the panic's payload.
+async fn catch_unwind<F: Future + std::panic::UnwindSafe>(
+    f: F,
+) -> Result<F::Output, Box<dyn std::any::Any + Send>> {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(move |cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.as_mut().poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    })
+    .await
+}
+
+/// Every [`LIFECYCLE_EVERY`], the savepoint lifecycle's tick (each cluster's schedules in a
+/// task of its own, see [`lifecycle::Passes`]).
+async fn lifecycle_duty(
+    store: Arc<dyn Store>, config: Arc<ExecutorConfig>, client: FlinkClient,
+    shutdown: CancellationToken,
+) {
+    // A cluster's pass asks its Flink once and writes a few rows: well within this.
+    let cluster_timeout = config.flink_timeout * 3 + Duration::from_secs(30);
+    let mut passes = lifecycle::Passes::new(
+        store,
+        client,
+        config.retry_backoff,
+        cluster_timeout,
+        config.metrics.clone(),
+    );
+    loop {
+        let report = passes.tick().await;
+        if report != lifecycle::LifecycleReport::default() {
+            tracing::info!(?report, "savepoint schedules and retention made operations");
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(LIFECYCLE_EVERY) => {}
+        }
+    }
+}
+
+/// Every [`HOUSEKEEPING_EVERY`], the timeout sweep and the retention.
+async fn housekeeping_duty(
+    store: Arc<dyn Store>, config: Arc<ExecutorConfig>, shutdown: CancellationToken,
+) {
+    loop {
+        housekeeping(store.as_ref(), &config).await;
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(HOUSEKEEPING_EVERY) => {}
+        }
+    }
 }
 
 async fn housekeeping(store: &dyn Store, config: &ExecutorConfig) {
@@ -217,6 +460,7 @@ async fn drive_held(
     store: &dyn Store, config: &ExecutorConfig, client: &FlinkClient, op: Operation,
     base: FlinkRestUrl, key: OperationKey,
 ) {
+    lifecycle::test_hook_panic(&op.cluster_id);
     let fence = op.attempt;
     if op.attempt > 1 {
         config.metrics.lease_takeovers.inc();
@@ -225,6 +469,9 @@ async fn drive_held(
     let deadline = op.created_at
         + chrono::Duration::from_std(config.operation_timeout).unwrap_or(chrono::Duration::MAX);
     let mut triggered = op.triggered_at.is_some();
+    // A disposal asked of Flink before (by an earlier holder, or before Flink forgot it):
+    // a path Flink finds empty now may be the one disposed of then.
+    let mut asked_before = triggered;
     let mut flink_trigger = op.flink_trigger_id;
     let mut last_error: Option<String> = None;
     let mut failures: u32 = 0;
@@ -296,11 +543,14 @@ async fn drive_held(
                     failures = 0;
                     None
                 }
-                Ok(FlinkAnswer::Completed(outcome)) => Some(disposal_outcome(&op, outcome)),
+                Ok(FlinkAnswer::Completed(outcome)) => {
+                    Some(disposal_outcome(&op, asked_before, outcome))
+                }
                 // A disposal Flink forgot (a JobManager failover): asked again, it finds the
                 // savepoint disposed of, or disposes of it.
                 Ok(FlinkAnswer::NotFound(_)) if op.kind == OperationKind::Disposal && triggered => {
                     triggered = false;
+                    asked_before = true;
                     None
                 }
                 // A trigger answered 404 was never accepted: nothing is there to lose (a
@@ -401,12 +651,17 @@ fn without_nul(outcome: Outcome) -> Outcome {
     }
 }
 
-/// A disposal whose savepoint Flink finds no more (a retry after a crash, or someone
-/// removed it) has done its work: it counts as disposed.
-fn disposal_outcome(op: &Operation, outcome: Outcome) -> Outcome {
+/// A disposal whose savepoint Flink finds no more counts as disposed when retention made it
+/// (someone removed the savepoint first: nothing is left to do) or when it was asked of
+/// Flink before (a retry after a crash or a failover: the first try disposed of it). A
+/// client's own disposal of a path that holds no savepoint fails as Flink's does: a typo
+/// must not look like success.
+fn disposal_outcome(op: &Operation, asked_before: bool, outcome: Outcome) -> Outcome {
     match outcome {
         Outcome::FailureCause(cause)
-            if op.kind == OperationKind::Disposal && flink::savepoint_is_gone(&cause) =>
+            if op.kind == OperationKind::Disposal
+                && (op.trigger == Trigger::Retention || asked_before)
+                && flink::savepoint_is_gone(&cause) =>
         {
             tracing::info!("Flink found no savepoint at the path: it counts as disposed");
             Outcome::Disposed

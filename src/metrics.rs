@@ -1,8 +1,36 @@
 //! The service's Prometheus metrics (rendered by the HTTP layer at `/metrics`).
 
+use std::sync::atomic::{AtomicU8, Ordering};
+
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
+
+use crate::store::DatabaseStatus;
+
+/// What the savepoint executor of this process is doing (`/readyz`, `/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorState {
+    /// No executor in this process (`--no-executor`), or not started yet.
+    Off = 0,
+    /// Every duty runs.
+    Running = 1,
+    /// A duty panicked and waits for its restart (backoff).
+    Restarting = 2,
+    /// The executor ended while the process serves on: nothing drives operations.
+    Stopped = 3,
+}
+
+impl ExecutorState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorState::Off => "off",
+            ExecutorState::Running => "running",
+            ExecutorState::Restarting => "restarting",
+            ExecutorState::Stopped => "stopped",
+        }
+    }
+}
 
 /// The service's metrics, one registry per process (no globals, so tests can run several).
 pub struct Metrics {
@@ -17,6 +45,17 @@ pub struct Metrics {
     pub(crate) oldest_dirty: IntGaugeVec,
     pub(crate) operations: IntGaugeVec,
     pub(crate) pool: IntGaugeVec,
+    /// Background duties restarted after a panic, by duty (a fixed set, never a cluster).
+    pub task_restarts: IntCounterVec,
+    /// 1 while the executor's duties all run, else 0.
+    executor_running: IntGauge,
+    executor_state: AtomicU8,
+    /// Standbys attached to the PostgreSQL server (last check).
+    pub(crate) db_standbys: IntGauge,
+    /// Of them, those that confirm commits synchronously.
+    pub(crate) db_synchronous_standbys: IntGauge,
+    /// 1 while a standby confirms every commit, else 0.
+    pub(crate) db_replication_synchronous: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -89,6 +128,29 @@ impl Metrics {
             "Database pool connections by state",
             &["state"],
         );
+        let task_restarts = counter_vec(
+            "jobstore_task_restarts_total",
+            "Background duties (or one cluster's share of one) restarted after a panic, by duty",
+            &["task"],
+        );
+        let executor_running = IntGauge::new(
+            "jobstore_executor_running",
+            "1 while every duty of this process's savepoint executor runs, else 0",
+        )
+        .expect("valid metric");
+        let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("valid metric");
+        let db_standbys = gauge(
+            "jobstore_db_standbys",
+            "Standbys attached to the PostgreSQL server jobstore writes to (pg_stat_replication), at the last check",
+        );
+        let db_synchronous_standbys = gauge(
+            "jobstore_db_synchronous_standbys",
+            "Attached standbys whose sync_state is sync or quorum, at the last check",
+        );
+        let db_replication_synchronous = gauge(
+            "jobstore_db_replication_synchronous",
+            "1 while a synchronous standby confirms every commit (/readyz database.replication is synchronous), else 0",
+        );
         for m in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
@@ -98,6 +160,11 @@ impl Metrics {
             Box::new(oldest_dirty.clone()),
             Box::new(operations.clone()),
             Box::new(pool.clone()),
+            Box::new(task_restarts.clone()),
+            Box::new(executor_running.clone()),
+            Box::new(db_standbys.clone()),
+            Box::new(db_synchronous_standbys.clone()),
+            Box::new(db_replication_synchronous.clone()),
         ] {
             registry.register(m).expect("metric names are unique");
         }
@@ -111,6 +178,37 @@ impl Metrics {
             oldest_dirty,
             operations,
             pool,
+            task_restarts,
+            executor_running,
+            executor_state: AtomicU8::new(ExecutorState::Off as u8),
+            db_standbys,
+            db_synchronous_standbys,
+            db_replication_synchronous,
         }
+    }
+
+    /// The executor's state as its supervisor last set it.
+    pub fn executor_state(&self) -> ExecutorState {
+        match self.executor_state.load(Ordering::Relaxed) {
+            1 => ExecutorState::Running,
+            2 => ExecutorState::Restarting,
+            3 => ExecutorState::Stopped,
+            _ => ExecutorState::Off,
+        }
+    }
+
+    pub fn set_executor_state(&self, state: ExecutorState) {
+        self.executor_state.store(state as u8, Ordering::Relaxed);
+        self.executor_running
+            .set(i64::from(state == ExecutorState::Running));
+    }
+
+    /// Sets the database gauges from a check of its replication.
+    pub fn observe_database(&self, status: &DatabaseStatus) {
+        self.db_standbys.set(status.standbys);
+        self.db_synchronous_standbys
+            .set(status.synchronous_standbys);
+        self.db_replication_synchronous
+            .set(i64::from(status.is_synchronous()));
     }
 }

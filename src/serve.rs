@@ -121,6 +121,14 @@ pub struct ServeArgs {
     /// Log format: readable text or one JSON object per line.
     #[arg(long, env = "JOBSTORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// How often to ask PostgreSQL whether a standby confirms commits synchronously
+    /// (`/readyz`'s `database`, the `jobstore_db_*` metrics); also checked at start.
+    #[arg(long, env = "JOBSTORE_REPLICATION_CHECK_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub replication_check_interval: Duration,
+    /// Refuse HA writes (non-GET requests under /v1/clusters/{cluster}/ha) with 503 while no
+    /// synchronous standby confirms commits; reads go on. PostgreSQL only.
+    #[arg(long, env = "JOBSTORE_REQUIRE_SYNCHRONOUS_REPLICATION")]
+    pub require_synchronous_replication: bool,
 }
 
 fn parse_cluster_listen(text: &str) -> Result<(ClusterId, SocketAddr), String> {
@@ -149,7 +157,25 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let tokens = load_tokens(args.tokens_file.as_deref())?;
     let store_config = args.db.store_config(true);
     tracing::info!(database = %store::redact_url(&store_config.url), "opening the store");
-    let store = store::open(&store_config).await?;
+    let (store, database) = store::open_watched(&store_config).await?;
+    if args.require_synchronous_replication && !database.is_postgres() {
+        anyhow::bail!(
+            "--require-synchronous-replication needs PostgreSQL: a SQLite database has no standby"
+        );
+    }
+    if args.replication_check_interval.is_zero() {
+        anyhow::bail!("--replication-check-interval must be longer than 0");
+    }
+    // What the database promises, before the first request (warns when standbys exist
+    // and none is synchronous).
+    let status = database.check().await;
+    if args.require_synchronous_replication && !status.is_synchronous() {
+        tracing::warn!(
+            replication = status.replication.as_str(),
+            detail = %status.detail,
+            "--require-synchronous-replication: HA writes are answered 503 until a synchronous standby confirms commits"
+        );
+    }
     let default_cluster: ClusterId = args
         .cluster_id
         .parse()
@@ -206,9 +232,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             default_cluster,
             tokens,
             flink_allowed_hosts: args.flink_allowed_hosts.clone(),
+            require_synchronous_replication: args.require_synchronous_replication,
         },
-    );
+    )
+    .with_database(database.clone());
     let shutdown = CancellationToken::new();
+    if database.is_postgres() {
+        let metrics = state.metrics.clone();
+        tokio::spawn(store::replication::check_periodically(
+            database,
+            args.replication_check_interval,
+            shutdown.clone(),
+            move |status| metrics.observe_database(status),
+        ));
+    }
     let executor = (!args.no_executor).then(|| {
         let config = ExecutorConfig {
             poll_interval: args.poll_interval,

@@ -470,10 +470,91 @@ backend_tests!(bad_ha_input_is_400_never_5xx, |ts| async move {
             format!("/counters/{job}/get-and-increment"),
             json!({"epoch": 1e300}),
         ),
+        // Each route takes exactly its own fields: one that another route takes is unknown
+        // here, as docs/api.md says.
+        (
+            Method::POST,
+            "/lease/acquire".to_owned(),
+            json!({"holder": "h", "duration-ms": 1000, "epoch": 1}),
+        ),
+        (
+            Method::POST,
+            "/lease/release".to_owned(),
+            e.body(json!({"holder": "jm", "duration-ms": 1000})),
+        ),
+        (
+            Method::DELETE,
+            "/leader-info/dispatcher".to_owned(),
+            e.body(json!({"job": job})),
+        ),
+        (
+            Method::POST,
+            format!("/counters/{job}/get-and-increment"),
+            e.body(json!({"value": 5})),
+        ),
+        (
+            Method::POST,
+            "/state-handles/checkpoint/1".to_owned(),
+            e.body(json!({"job": job, "expected-version": 1, "handle": "00"})),
+        ),
+        (
+            Method::DELETE,
+            format!("/jobs/{job}"),
+            e.body(json!({"job": job})),
+        ),
+        // Hex is digits only: no sign, no prefix, no space.
+        (
+            Method::POST,
+            "/state-handles/checkpoint/1".to_owned(),
+            e.body(json!({"job": job, "handle": "+1"})),
+        ),
+        (
+            Method::POST,
+            "/state-handles/checkpoint/1".to_owned(),
+            e.body(json!({"job": job, "handle": "-1"})),
+        ),
+        (
+            Method::POST,
+            "/state-handles/checkpoint/1".to_owned(),
+            e.body(json!({"job": job, "handle": " 1"})),
+        ),
+        (
+            Method::POST,
+            "/state-handles/checkpoint/1".to_owned(),
+            e.body(json!({"job": job, "handle": "0x01"})),
+        ),
+        // The lease: both fields, the lease id as the acquisition answered it.
+        (
+            Method::POST,
+            format!("/counters/{job}/get-and-increment"),
+            json!({"epoch": e.epoch}),
+        ),
+        (
+            Method::POST,
+            format!("/counters/{job}/get-and-increment"),
+            json!({"lease-id": e.id}),
+        ),
+        (
+            Method::POST,
+            format!("/counters/{job}/get-and-increment"),
+            json!({"epoch": e.epoch, "lease-id": "not-a-uuid"}),
+        ),
+        (
+            Method::POST,
+            format!("/counters/{job}/get-and-increment"),
+            json!({"epoch": e.epoch, "lease-id": e.id.replace('-', "")}),
+        ),
     ] {
         let r = send(&api, method.clone(), &path, &body).await;
         r.error(StatusCode::BAD_REQUEST);
     }
+    // Nothing of the refused writes landed (the "+1" handle among them).
+    api.get(&format!("{BASE}/state-handles/checkpoint/1?job={job}"))
+        .await
+        .error(StatusCode::NOT_FOUND);
+    api.get(&format!("{BASE}/counters/{job}"))
+        .await
+        .error(StatusCode::NOT_FOUND);
     // A handle of exactly the largest size is kept.
     post(
         &api,
@@ -487,3 +568,96 @@ backend_tests!(bad_ha_input_is_400_never_5xx, |ts| async move {
         .await
         .error(StatusCode::UNSUPPORTED_MEDIA_TYPE);
 });
+
+backend_tests!(
+    the_state_handle_listing_pages_by_count_and_bytes,
+    |ts| async move {
+        let api = ts.api(HttpConfig::default());
+        let e = acquire(&api, "jm").await;
+        // 80 handles of 64 KiB (5 MiB) and 20 small ones.
+        let big = "ab".repeat(65536);
+        for i in 0..100 {
+            let handle = if i < 80 { big.clone() } else { "01".to_owned() };
+            post(
+                &api,
+                &format!("/state-handles/execution-plan/h{i:03}"),
+                e.body(json!({"handle": handle})),
+            )
+            .await
+            .expect(StatusCode::CREATED);
+        }
+        let list = format!("{BASE}/state-handles/execution-plan");
+        // By bytes: the first page stops once it holds 4 MiB (64 handles of 64 KiB).
+        let r = api.get(&list).await;
+        r.expect(StatusCode::OK);
+        let body = &r.body;
+        assert!(
+            body.len() <= 2 * ((4 << 20) + 65536) + 64 * 1024,
+            "a page of {} bytes",
+            body.len()
+        );
+        let v = r.json();
+        let page = v["state-handles"].as_array().unwrap();
+        assert_eq!(page.len(), 64, "64 handles of 64 KiB reach 4 MiB");
+        assert_eq!(v["next"], "h063");
+        // By count, and every handle exactly once across the pages.
+        let mut seen = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..100 {
+            let url = match &after {
+                None => format!("{list}?limit=30"),
+                Some(a) => format!("{list}?limit=30&after={a}"),
+            };
+            let r = api.get(&url).await;
+            r.expect(StatusCode::OK);
+            let v = r.json();
+            let names: Vec<String> = v["state-handles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["name"].as_str().unwrap().to_owned())
+                .collect();
+            assert!(!names.is_empty() && names.len() <= 30, "{names:?}");
+            seen.extend(names);
+            match v["next"].as_str() {
+                Some(n) => after = Some(n.to_owned()),
+                None => break,
+            }
+        }
+        let want: Vec<String> = (0..100).map(|i| format!("h{i:03}")).collect();
+        assert_eq!(seen, want);
+        for bad in ["limit=0", "limit=10001", "limit=x", "after=", "page=2"] {
+            api.get(&format!("{list}?{bad}"))
+                .await
+                .error(StatusCode::BAD_REQUEST);
+        }
+    }
+);
+
+backend_tests!(
+    a_counter_at_its_largest_value_answers_400_on_both_backends,
+    |ts| async move {
+        let api = ts.api(HttpConfig::default());
+        let e = acquire(&api, "jm").await;
+        let job = random_hex();
+        put(
+            &api,
+            &format!("/counters/{job}"),
+            e.body(json!({"value": i64::MAX})),
+        )
+        .await
+        .expect(StatusCode::OK);
+        // The id i64::MAX is handed out only if the next one could be stored: it cannot, so the
+        // call is refused (400, as PostgreSQL's bigint range says) and the counter stays.
+        let r = post(
+            &api,
+            &format!("/counters/{job}/get-and-increment"),
+            e.body(json!({})),
+        )
+        .await;
+        r.error(StatusCode::BAD_REQUEST);
+        let r = api.get(&format!("{BASE}/counters/{job}")).await;
+        r.expect(StatusCode::OK);
+        assert_eq!(r.json()["value"], i64::MAX);
+    }
+);

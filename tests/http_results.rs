@@ -1225,3 +1225,55 @@ backend_tests!(
         }
     }
 );
+
+backend_tests!(
+    numbers_in_results_come_back_as_they_were_sent,
+    |ts| async move {
+        // Each number exactly as the client wrote it: a float stays a float, an exponent stays
+        // an exponent (PostgreSQL's jsonb printed 1.7976931348623157e308 as 309 digits).
+        let api = ts.api(HttpConfig::default());
+        // (The one rewriting: serde_json spells a positive exponent `e+N`.)
+        let numbers = [
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+            ("-1.7976931348623157e308", "-1.7976931348623157e+308"),
+            ("1.0", "1.0"),
+            ("1e3", "1e+3"),
+            ("2.50", "2.50"),
+            ("-0.0", "-0.0"),
+            ("5e-324", "5e-324"),
+            ("12345678901234567890123", "12345678901234567890123"),
+        ];
+        for kind in KINDS {
+            let id = random_hex();
+            let mut result = kind.load_result(&id, 1);
+            let raw_result = {
+                let text = serde_json::to_string(&result).unwrap();
+                let fields: Vec<String> = numbers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (n, _))| format!("\"n{i}\":{n}"))
+                    .collect();
+                format!("{},{}}}", &text[..text.len() - 1], fields.join(","))
+            };
+            result = serde_json::from_str(&raw_result).unwrap();
+            let body = format!("{{\"result\":{raw_result},\"version\":1}}");
+            let r = api.post_raw(&kind.base("exact"), body.as_bytes()).await;
+            r.expect(StatusCode::CREATED);
+            for read in [
+                api.get(&kind.entry("exact", &id)).await,
+                api.get(&kind.base("exact")).await,
+            ] {
+                read.expect(StatusCode::OK);
+                let text = read.text();
+                for (i, (n, back)) in numbers.iter().enumerate() {
+                    assert!(
+                        text.contains(&format!("\"n{i}\":{back}")),
+                        "{kind:?}: {n} not as sent in {text}"
+                    );
+                }
+            }
+            let r = api.get(&kind.entry("exact", &id)).await;
+            assert_eq!(r.json()["result"], result);
+        }
+    }
+);

@@ -396,7 +396,8 @@ backend_tests!(disposals_through_jobstore, |ts| async move {
     assert_eq!(disposals[0]["job-id"], Value::Null);
     assert_eq!(disposals[0]["savepoint-path"], location);
 
-    // Disposing of it again: Flink finds nothing at the path, which counts as disposed.
+    // Disposing of it again: Flink finds nothing at the path and answers a failure-cause,
+    // and so does jobstore (a client's disposal of an empty path is no success).
     let r = c
         .post_json(
             &format!("{}/savepoint-disposal", prefix(Some(CLUSTER))),
@@ -405,7 +406,11 @@ backend_tests!(disposals_through_jobstore, |ts| async move {
         .await;
     r.expect(StatusCode::OK);
     let again = r.json()["request-id"].as_str().unwrap().to_owned();
-    assert_eq!(disposal_done(prefix(Some(CLUSTER)), again).await, json!({}));
+    let answer = disposal_done(prefix(Some(CLUSTER)), again).await;
+    let trace = answer["failure-cause"]["stack-trace"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(trace.contains("FileNotFoundException"), "{answer}");
 
     // A failure is Flink's failure-cause, under Flink's key.
     fake.fail_disposals(1);

@@ -194,7 +194,7 @@ async fn seed(ts: &TestStore) {
     store
         .publish_leader_info(
             &cluster,
-            lease.epoch,
+            lease.fence(),
             "dispatcher",
             "pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1",
             "2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11",
@@ -212,13 +212,13 @@ async fn seed(ts: &TestStore) {
         key(HaKind::Checkpoint, Some(job), "0000000000000000002"),
     ] {
         store
-            .add_state_handle(&cluster, lease.epoch, &k, b"\xac\xed\x00\x05pointer")
+            .add_state_handle(&cluster, lease.fence(), &k, b"\xac\xed\x00\x05pointer")
             .await
             .unwrap();
     }
     for _ in 0..2 {
         store
-            .counter_get_and_increment(&cluster, lease.epoch, job)
+            .counter_get_and_increment(&cluster, lease.fence(), job)
             .await
             .unwrap();
     }

@@ -1,4 +1,4 @@
-//! The savepoint lifecycle over HTTP (issue 16): Flink's checkpoint trigger and status
+//! The savepoint lifecycle over HTTP: Flink's checkpoint trigger and status
 //! (Flink 1.17+) and savepoint disposal, answered like Flink and driven by the executor
 //! like savepoints; and jobstore's own savepoint schedules, retention policies and latest
 //! savepoint, per cluster with per-job overrides.
@@ -30,6 +30,12 @@ pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Shortest retention age.
 pub const MIN_AGE: Duration = Duration::from_secs(1);
+
+/// Longest schedule interval and retention age: 100 years (`"100y"`, of 365.25 days). Every
+/// due time and cut-off computed from one stays far inside what both databases and the
+/// decoders of their timestamps hold (the years 4713 BC to 262143 AD for the one, and 0 to
+/// 9999 for SQLite's text timestamps).
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
 
 pub fn router() -> Router<AppState> {
     let mut r = Router::new();
@@ -245,14 +251,16 @@ fn scope(params: &HashMap<String, String>) -> ApiResult<(ClusterId, Option<JobId
     Ok((cluster, job))
 }
 
-/// A duration field (`"6h"`, `"30s"`) of at least `min`; `null` when `nullable`.
+/// A duration field (`"6h"`, `"30s"`) from `min` to [`MAX_DURATION`]; `null` when
+/// `nullable`.
 fn duration_field(
     body: &Map<String, Value>, field: &str, min: Duration, nullable: bool,
 ) -> ApiResult<Option<Duration>> {
     let bad = || {
         ApiError::BadRequest(format!(
-            "field `{field}` must be a duration of at least {} such as \"30s\", \"6h\" or \"7d\"{}",
+            "field `{field}` must be a duration from {} to {} such as \"30s\", \"6h\" or \"7d\"{}",
             humantime::format_duration(min),
+            humantime::format_duration(MAX_DURATION),
             if nullable { ", or null" } else { "" }
         ))
     };
@@ -261,7 +269,7 @@ fn duration_field(
         Some(Value::Null) if nullable => Ok(None),
         Some(Value::String(s)) => humantime::parse_duration(s)
             .ok()
-            .filter(|d| *d >= min && d.as_millis() < i64::MAX as u128)
+            .filter(|d| *d >= min && *d <= MAX_DURATION)
             .map(Some)
             .ok_or_else(bad),
         Some(_) => Err(bad()),
@@ -390,8 +398,9 @@ fn parse_schedule(
     let interval = duration_field(body, "interval", MIN_INTERVAL, job.is_some())?;
     if interval.is_none() && (job.is_none() || !body.contains_key("interval")) {
         return Err(ApiError::BadRequest(format!(
-            "field `interval` is required (at least {}){}",
+            "field `interval` is required (from {} to {}){}",
             humantime::format_duration(MIN_INTERVAL),
+            humantime::format_duration(MAX_DURATION),
             if job.is_some() {
                 "; null: no schedule for this job"
             } else {

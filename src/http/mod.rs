@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use crate::ids::ClusterId;
-use crate::store::Store;
+use crate::store::{DatabaseWatch, Store};
 use crate::wire::ResultKind;
 
 pub mod auth;
@@ -46,6 +46,9 @@ pub struct HttpConfig {
     pub tokens: auth::Tokens,
     /// The hosts a cluster's `flink-rest-url` may name (`--flink-allowed-hosts`; empty: any).
     pub flink_allowed_hosts: crate::flink::AllowedHosts,
+    /// HA writes are answered 503 while no synchronous standby confirms commits
+    /// (`--require-synchronous-replication`).
+    pub require_synchronous_replication: bool,
 }
 
 impl Default for HttpConfig {
@@ -57,6 +60,7 @@ impl Default for HttpConfig {
             default_cluster: "default".parse().expect("a valid cluster id"),
             tokens: auth::Tokens::default(),
             flink_allowed_hosts: crate::flink::AllowedHosts::default(),
+            require_synchronous_replication: false,
         }
     }
 }
@@ -69,16 +73,27 @@ pub struct AppState {
     /// Wakes the executor when there is new work (a trigger, a cluster configured).
     pub executor_wakeup: Arc<tokio::sync::Notify>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// What the database promises about replication (`/readyz`, the HA write check).
+    pub database: DatabaseWatch,
 }
 
 impl AppState {
+    /// A state whose database status is `unknown` (see [`AppState::with_database`]).
     pub fn new(store: Arc<dyn Store>, config: HttpConfig) -> Self {
         AppState {
             store,
             config: Arc::new(config),
             executor_wakeup: Arc::new(tokio::sync::Notify::new()),
             metrics: Arc::new(crate::metrics::Metrics::new()),
+            database: DatabaseWatch::unknown(),
         }
+    }
+
+    /// The state with the watch of the store's database ([`crate::store::open_watched`]).
+    pub fn with_database(mut self, database: DatabaseWatch) -> Self {
+        self.metrics.observe_database(&database.current());
+        self.database = database;
+        self
     }
 }
 
@@ -96,7 +111,7 @@ pub fn router(state: AppState) -> Router {
         .merge(results::router(ResultKind::Application))
         .merge(savepoints::router())
         .merge(lifecycle::router())
-        .merge(ha::router())
+        .merge(ha_routes(&state))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics::render))
@@ -139,6 +154,63 @@ async fn edge_layer(
     metrics::observe(&edge.metrics, route, method, handle).await
 }
 
+/// Flink's HA services; with `--require-synchronous-replication`, behind the check that
+/// refuses their writes while no synchronous standby confirms commits.
+fn ha_routes(state: &AppState) -> Router<AppState> {
+    if state.config.require_synchronous_replication {
+        ha::router().route_layer(axum::middleware::from_fn_with_state(
+            state.database.clone(),
+            synchronous_or_refused,
+        ))
+    } else {
+        ha::router()
+    }
+}
+
+/// Lets reads through; a write only while the database's last check said synchronous, or,
+/// when it did not, a check made now says so (the status may be up to
+/// `--replication-check-interval` old: a standby lost since is noticed at the next check).
+/// Else 503 with the contract's error body, and nothing is written.
+async fn synchronous_or_refused(
+    State(database): State<DatabaseWatch>, req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{Method, StatusCode, header};
+    if matches!(*req.method(), Method::GET | Method::HEAD) {
+        return next.run(req).await;
+    }
+    let mut status = database.current();
+    if !status.is_synchronous() {
+        status = database.check().await;
+    }
+    if status.is_synchronous() {
+        return next.run(req).await;
+    }
+    let message = format!(
+        "refused: jobstore runs with --require-synchronous-replication and no synchronous \
+         standby confirms commits now (replication {}, {} standbys, {} synchronous: {}); \
+         nothing was written, try again later",
+        status.replication.as_str(),
+        status.standbys,
+        status.synchronous_standbys,
+        status.detail
+    );
+    tracing::warn!(
+        replication = status.replication.as_str(),
+        "an HA write refused: no synchronous standby"
+    );
+    let mut res = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(error::error_body(&message)),
+    )
+        .into_response();
+    res.headers_mut().insert(
+        header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    res
+}
+
 async fn not_found(uri: Uri) -> ApiError {
     ApiError::NoRoute(format!("Unable to load requested file {}.", uri.path()))
 }
@@ -160,9 +232,24 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
+/// `{"status": "ready", "database": {...}}` (what the database promises, as last checked),
+/// or 503 with the contract's error body.
 async fn readyz(State(state): State<AppState>) -> axum::response::Response {
+    // The executor's state: "restarting" (a duty in its backoff after a panic) is still
+    // ready; "stopped" (nothing drives savepoint operations any more) is not.
+    let executor = state.metrics.executor_state();
+    if executor == crate::metrics::ExecutorState::Stopped {
+        tracing::warn!("not ready: the savepoint executor stopped");
+        let body = json!({"errors": ["not ready: the savepoint executor stopped"], "executor": executor.as_str()});
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
     match state.store.ready().await {
-        Ok(()) => Json(json!({"status": "ready"})).into_response(),
+        Ok(()) => Json(json!({
+            "status": "ready",
+            "executor": executor.as_str(),
+            "database": state.database.current(),
+        }))
+        .into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "not ready");
             ApiError::NotReady.into_response()

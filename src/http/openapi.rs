@@ -591,8 +591,8 @@ fn service_operations() -> Vec<Operation> {
         ),
         plain(
             "/readyz",
-            "The database is reachable and migrated",
-            vec![(200, "Ready", None), err(503, "Not ready")],
+            "The database is reachable and migrated; what the executor does and what the database promises",
+            vec![ok(200, "Ready", "Ready"), err(503, "Not ready")],
         ),
         plain(
             "/metrics",
@@ -639,7 +639,12 @@ fn ha_operations() -> Vec<Operation> {
         )
     };
     let jobid = || path_param("jobid", "the job id", hex_id());
-    let fenced = || err(409, "Fenced: the epoch is not the cluster's live lease");
+    let fenced = || {
+        err(
+            409,
+            "Fenced: the epoch and lease id do not name the cluster's live lease",
+        )
+    };
     let bad = || err(400, "Malformed id or body");
     let op = |method: &'static str,
               path: &str,
@@ -665,9 +670,9 @@ fn ha_operations() -> Vec<Operation> {
         op(
             "post",
             "/lease/acquire",
-            "Take the cluster's leader lease (a new epoch), or renew it when the caller holds it",
+            "Take the cluster's leader lease (a new epoch and lease id), or renew it when the caller holds it",
             vec![cluster_param()],
-            Some("LeaseRequest"),
+            Some("AcquireRequest"),
             vec![
                 ok(200, "The lease", "Lease"),
                 bad(),
@@ -677,25 +682,25 @@ fn ha_operations() -> Vec<Operation> {
         op(
             "post",
             "/lease/renew",
-            "Extend the lease of this holder and epoch",
+            "Extend the lease of this holder, epoch and lease id",
             vec![cluster_param()],
-            Some("LeaseRequest"),
-            vec![ok(200, "Renewed", "Lease"), bad(), fenced()],
+            Some("RenewRequest"),
+            vec![ok(200, "Renewed", "Renewed"), bad(), fenced()],
         ),
         op(
             "post",
             "/lease/release",
-            "End the lease now (its epoch is never handed out again)",
+            "End the lease now (its lease id is never handed out again)",
             vec![cluster_param()],
-            Some("LeaseRequest"),
-            vec![(200, "Whether it was released", None), bad()],
+            Some("ReleaseRequest"),
+            vec![ok(200, "Whether it was released", "Released"), bad()],
         ),
         op(
             "delete",
             "",
             "Remove every HA entry of the cluster (Flink's cleanupAllData), fenced; the lease row stays",
             vec![cluster_param()],
-            Some("EpochOnly"),
+            Some("FenceBody"),
             vec![(204, "Gone", None), bad(), fenced()],
         ),
         op(
@@ -733,7 +738,7 @@ fn ha_operations() -> Vec<Operation> {
         op(
             "put",
             "/leader-info/{component}",
-            "Publish a component's leader information, fenced by the epoch",
+            "Publish a component's leader information, fenced by the lease",
             vec![cluster_param(), component()],
             Some("LeaderInfoUpdate"),
             vec![ok(200, "Published", "LeaderInfo"), bad(), fenced()],
@@ -741,16 +746,30 @@ fn ha_operations() -> Vec<Operation> {
         op(
             "delete",
             "/leader-info/{component}",
-            "Remove a component's leader information, fenced by the epoch",
+            "Remove a component's leader information, fenced by the lease",
             vec![cluster_param(), component()],
-            Some("EpochBody"),
+            Some("HandleFence"),
             vec![(204, "Gone", None), bad(), fenced()],
         ),
         op(
             "get",
             "/state-handles/{kind}",
-            "The handles of a store (and job)",
-            vec![cluster_param(), kind(), job_query()],
+            "A page of the handles of a store (and job), ordered by name",
+            vec![
+                cluster_param(),
+                kind(),
+                job_query(),
+                query_param(
+                    "limit",
+                    "page size, 1-10000 (default 1000); a page also ends after 4 MiB of handles",
+                    json!({"type": "integer", "minimum": 1, "maximum": 10000}),
+                ),
+                query_param(
+                    "after",
+                    "the `next` of the previous page (a name)",
+                    json!({"type": "string", "minLength": 1, "maxLength": 256}),
+                ),
+            ],
             None,
             vec![ok(200, "The handles", "StateHandleList"), bad()],
         ),
@@ -771,9 +790,9 @@ fn ha_operations() -> Vec<Operation> {
             "/state-handles/{kind}/{name}",
             "Add a handle at version 1, fenced",
             vec![cluster_param(), kind(), name()],
-            Some("StateHandleWrite"),
+            Some("StateHandleAdd"),
             vec![
-                (201, "Added", None),
+                ok(201, "Added", "Version"),
                 bad(),
                 err(409, "Fenced, or the handle exists"),
             ],
@@ -783,9 +802,9 @@ fn ha_operations() -> Vec<Operation> {
             "/state-handles/{kind}/{name}",
             "Replace a handle if its version is expected-version (compare-and-set), fenced",
             vec![cluster_param(), kind(), name()],
-            Some("StateHandleWrite"),
+            Some("StateHandleReplace"),
             vec![
-                (200, "The new version", None),
+                ok(200, "The new version", "Version"),
                 bad(),
                 err(404, "No such handle"),
                 err(409, "Fenced, or another version"),
@@ -796,12 +815,12 @@ fn ha_operations() -> Vec<Operation> {
             "/state-handles/{kind}/{name}",
             "Remove a handle, fenced; idempotent",
             vec![cluster_param(), kind(), name()],
-            Some("EpochBody"),
+            Some("HandleFence"),
             vec![
-                (
+                ok(
                     200,
                     "Gone; removed tells whether this call removed it",
-                    None,
+                    "Removed",
                 ),
                 bad(),
                 fenced(),
@@ -812,9 +831,9 @@ fn ha_operations() -> Vec<Operation> {
             "/state-handles/{kind}/{name}/mark-for-deletion",
             "Mark a handle for deletion (readers take it for absent; it is no longer replaced), fenced",
             vec![cluster_param(), kind(), name()],
-            Some("EpochBody"),
+            Some("HandleFence"),
             vec![
-                (200, "Marked; its version", None),
+                ok(200, "Marked; its version", "Version"),
                 bad(),
                 err(404, "No such handle"),
                 fenced(),
@@ -825,7 +844,7 @@ fn ha_operations() -> Vec<Operation> {
             "/counters/{jobid}",
             "Remove a job's counter, fenced; idempotent",
             vec![cluster_param(), jobid()],
-            Some("EpochOnly"),
+            Some("FenceBody"),
             vec![(204, "Gone", None), bad(), fenced()],
         ),
         op(
@@ -833,7 +852,7 @@ fn ha_operations() -> Vec<Operation> {
             "/jobs/{jobid}",
             "Remove a job's HA data (its leader information, checkpoints, execution plan and counter) in one transaction, fenced",
             vec![cluster_param(), jobid()],
-            Some("EpochOnly"),
+            Some("FenceBody"),
             vec![(204, "Gone", None), bad(), fenced()],
         ),
         op(
@@ -842,23 +861,27 @@ fn ha_operations() -> Vec<Operation> {
             "The next checkpoint id of a job",
             vec![cluster_param(), jobid()],
             None,
-            vec![(200, "The value", None), bad(), err(404, "No counter")],
+            vec![
+                ok(200, "The value", "Counter"),
+                bad(),
+                err(404, "No counter"),
+            ],
         ),
         op(
             "put",
             "/counters/{jobid}",
             "Set the next checkpoint id, fenced",
             vec![cluster_param(), jobid()],
-            Some("CounterWrite"),
-            vec![(200, "Set", None), bad(), fenced()],
+            Some("CounterSet"),
+            vec![ok(200, "Set", "Counter"), bad(), fenced()],
         ),
         op(
             "post",
             "/counters/{jobid}/get-and-increment",
             "Hand out the next checkpoint id atomically (1 first), fenced",
             vec![cluster_param(), jobid()],
-            Some("CounterWrite"),
-            vec![(200, "The id handed out", None), bad(), fenced()],
+            Some("FenceBody"),
+            vec![ok(200, "The id handed out", "Counter"), bad(), fenced()],
         ),
     ]
 }
@@ -1165,27 +1188,78 @@ fn lifecycle_schemas(nullable_time: &Value, failure_cause: &Value) -> Value {
 /// The schemas of the HA-services routes (issue 15).
 fn ha_schemas(time: &Value) -> Value {
     json!({
-        "LeaseRequest": {
+        "Ready": {
+            "type": "object",
+            "required": ["status", "executor", "database"],
+            "properties": {
+                "status": {"type": "string", "enum": ["ready"]},
+                "executor": {"type": "string", "enum": ["off", "running", "restarting", "stopped"]},
+                "database": {
+                    "type": "object",
+                    "required": ["replication", "standbys", "synchronous-standbys", "checked-at"],
+                    "properties": {
+                        "replication": {"type": "string", "enum": ["synchronous", "asynchronous", "none", "unknown"]},
+                        "standbys": {"type": "integer"},
+                        "synchronous-standbys": {"type": "integer"},
+                        "synchronous-commit": {"type": "string"},
+                        "detail": {"type": "string"},
+                        "checked-at": time
+                    }
+                }
+            }
+        },
+        "AcquireRequest": {
             "type": "object",
             "additionalProperties": false,
-            "required": ["holder"],
+            "required": ["holder", "duration-ms"],
             "properties": {
                 "holder": {"type": "string", "minLength": 1, "maxLength": 256},
-                "epoch": {"type": "integer", "format": "int64", "description": "renew and release"},
-                "duration-ms": {"type": "integer", "minimum": 1, "maximum": 86400000, "description": "acquire and renew"}
+                "duration-ms": {"type": "integer", "minimum": 1, "maximum": 86400000}
+            }
+        },
+        "RenewRequest": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["holder", "epoch", "lease-id", "duration-ms"],
+            "properties": {
+                "holder": {"type": "string", "minLength": 1, "maxLength": 256},
+                "epoch": {"type": "integer", "format": "int64"},
+                "lease-id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "the lease id the acquisition answered"},
+                "duration-ms": {"type": "integer", "minimum": 1, "maximum": 86400000}
+            }
+        },
+        "ReleaseRequest": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["holder", "epoch", "lease-id"],
+            "properties": {
+                "holder": {"type": "string", "minLength": 1, "maxLength": 256},
+                "epoch": {"type": "integer", "format": "int64"},
+                "lease-id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "the lease id the acquisition answered"}
             }
         },
         "Lease": {
             "type": "object",
+            "required": ["epoch", "lease-id", "expires-at"],
+            "properties": {"epoch": {"type": "integer", "format": "int64"}, "lease-id": {"type": "string", "format": "uuid"}, "expires-at": time}
+        },
+        "Renewed": {
+            "type": "object",
             "required": ["epoch"],
-            "properties": {"epoch": {"type": "integer", "format": "int64"}, "expires-at": time}
+            "properties": {"epoch": {"type": "integer", "format": "int64"}}
+        },
+        "Released": {
+            "type": "object",
+            "required": ["released"],
+            "properties": {"released": {"type": "boolean"}}
         },
         "LeaderInfoUpdate": {
             "type": "object",
             "additionalProperties": false,
-            "required": ["epoch", "address", "session-id"],
+            "required": ["epoch", "lease-id", "address", "session-id"],
             "properties": {
                 "epoch": {"type": "integer", "format": "int64"},
+                "lease-id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "the lease id the acquisition answered"},
                 "address": {"type": "string", "minLength": 1, "maxLength": 4096},
                 "session-id": {"type": "string", "minLength": 1, "maxLength": 256}
             }
@@ -1206,28 +1280,50 @@ fn ha_schemas(time: &Value) -> Value {
             "required": ["leader-info"],
             "properties": {"leader-info": {"type": "array", "items": schema_ref("LeaderInfo")}}
         },
-        "EpochBody": {
+        "HandleFence": {
             "type": "object",
             "additionalProperties": false,
-            "required": ["epoch"],
-            "properties": {"epoch": {"type": "integer", "format": "int64"}, "job": schema_ref("HexId")}
+            "required": ["epoch", "lease-id"],
+            "properties": {"epoch": {"type": "integer", "format": "int64"}, "lease-id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "the lease id the acquisition answered"}, "job": schema_ref("HexId")}
         },
-        "EpochOnly": {
+        "FenceBody": {
             "type": "object",
             "additionalProperties": false,
-            "required": ["epoch"],
-            "properties": {"epoch": {"type": "integer", "format": "int64"}}
+            "required": ["epoch", "lease-id"],
+            "properties": {"epoch": {"type": "integer", "format": "int64"}, "lease-id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "the lease id the acquisition answered"}}
         },
-        "StateHandleWrite": {
+        "StateHandleAdd": {
             "type": "object",
             "additionalProperties": false,
-            "required": ["epoch", "handle"],
+            "required": ["epoch", "lease-id", "handle"],
             "properties": {
                 "epoch": {"type": "integer", "format": "int64"},
+                "lease-id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "the lease id the acquisition answered"},
                 "job": schema_ref("HexId"),
-                "expected-version": {"type": "integer", "format": "int64", "minimum": 1, "description": "replace only"},
                 "handle": {"type": "string", "pattern": "^([0-9a-fA-F]{2}){1,65536}$", "description": "the serialized pointer's bytes as hex"}
             }
+        },
+        "StateHandleReplace": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["epoch", "lease-id", "expected-version", "handle"],
+            "properties": {
+                "epoch": {"type": "integer", "format": "int64"},
+                "lease-id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "the lease id the acquisition answered"},
+                "job": schema_ref("HexId"),
+                "expected-version": {"type": "integer", "format": "int64", "minimum": 1},
+                "handle": {"type": "string", "pattern": "^([0-9a-fA-F]{2}){1,65536}$", "description": "the serialized pointer's bytes as hex"}
+            }
+        },
+        "Version": {
+            "type": "object",
+            "required": ["version"],
+            "properties": {"version": {"type": "integer", "format": "int64"}}
+        },
+        "Removed": {
+            "type": "object",
+            "required": ["removed"],
+            "properties": {"removed": {"type": "boolean"}}
         },
         "StateHandle": {
             "type": "object",
@@ -1244,14 +1340,22 @@ fn ha_schemas(time: &Value) -> Value {
         },
         "StateHandleList": {
             "type": "object",
-            "required": ["state-handles"],
-            "properties": {"state-handles": {"type": "array", "items": schema_ref("StateHandle")}}
+            "required": ["state-handles", "next"],
+            "properties": {
+                "state-handles": {"type": "array", "items": schema_ref("StateHandle")},
+                "next": {"type": "string", "nullable": true, "description": "the name to continue after, null on the last page"}
+            }
         },
-        "CounterWrite": {
+        "CounterSet": {
             "type": "object",
             "additionalProperties": false,
-            "required": ["epoch"],
-            "properties": {"epoch": {"type": "integer", "format": "int64"}, "value": {"type": "integer", "format": "int64", "minimum": 1, "description": "set only"}}
+            "required": ["epoch", "lease-id", "value"],
+            "properties": {"epoch": {"type": "integer", "format": "int64"}, "lease-id": {"type": "string", "format": "uuid", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", "description": "the lease id the acquisition answered"}, "value": {"type": "integer", "format": "int64", "minimum": 1}}
+        },
+        "Counter": {
+            "type": "object",
+            "required": ["value"],
+            "properties": {"value": {"type": "integer", "format": "int64"}}
         }
     })
 }

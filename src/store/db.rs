@@ -6,18 +6,19 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::PgRow;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::types::Json;
 use sqlx::{Database, Encode, FromRow, PgConnection, Postgres, Sqlite, SqliteConnection, Type};
 
 use super::migrate::Backend;
+use super::postgres::{Link, PgDb};
 use super::sql::Sql;
 
 /// The pools of the database the store runs on.
 pub(crate) enum Db {
-    /// One pool serves reads and writes.
-    Postgres(PgPool),
+    /// One pool serves reads and writes (on a server that takes writes: see `postgres`).
+    Postgres(PgDb),
     /// SQLite has one writer: one connection takes every write, in order; readers (read-only
     /// connections) work beside it (WAL).
     Sqlite { write: SqlitePool, read: SqlitePool },
@@ -110,9 +111,24 @@ where
     query
 }
 
+/// A row decoded, a decoder's panic (sqlx's chrono decoding panics on a timestamp past the
+/// year 262143, which PostgreSQL holds) made a decode error: a stored value never takes the
+/// connection or the task down with it.
+fn decode<R: sqlx::Row, T: for<'r> FromRow<'r, R>>(row: &R) -> Result<T, sqlx::Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| T::from_row(row))).unwrap_or_else(
+        |_| {
+            Err(sqlx::Error::Decode(
+                "a stored value is out of the range its type holds".into(),
+            ))
+        },
+    )
+}
+
 /// A connection of either backend, borrowed from a pool or a transaction.
+/// PostgreSQL's carries the link, which hears of failures that say the server went away
+/// or became read-only.
 pub(crate) enum On<'c> {
-    Postgres(&'c mut PgConnection),
+    Postgres(&'c mut PgConnection, &'c Link),
     Sqlite(&'c mut SqliteConnection),
 }
 
@@ -121,12 +137,16 @@ impl On<'_> {
         &mut self, sql: Sql, args: &[Arg<'_>],
     ) -> Result<Option<T>, sqlx::Error> {
         match self {
-            On::Postgres(c) => match bound(sql.postgres, args).fetch_optional(&mut **c).await? {
-                Some(row) => T::from_row(&row).map(Some),
+            On::Postgres(c, link) => match bound(sql.postgres, args)
+                .fetch_optional(&mut **c)
+                .await
+                .inspect_err(|e| link.saw(e))?
+            {
+                Some(row) => decode(&row).map(Some),
                 None => Ok(None),
             },
             On::Sqlite(c) => match bound(sql.sqlite, args).fetch_optional(&mut **c).await? {
-                Some(row) => T::from_row(&row).map(Some),
+                Some(row) => decode(&row).map(Some),
                 None => Ok(None),
             },
         }
@@ -136,13 +156,16 @@ impl On<'_> {
         &mut self, sql: Sql, args: &[Arg<'_>],
     ) -> Result<Vec<T>, sqlx::Error> {
         match self {
-            On::Postgres(c) => {
-                let rows = bound(sql.postgres, args).fetch_all(&mut **c).await?;
-                rows.iter().map(T::from_row).collect()
+            On::Postgres(c, link) => {
+                let rows = bound(sql.postgres, args)
+                    .fetch_all(&mut **c)
+                    .await
+                    .inspect_err(|e| link.saw(e))?;
+                rows.iter().map(decode).collect()
             }
             On::Sqlite(c) => {
                 let rows = bound(sql.sqlite, args).fetch_all(&mut **c).await?;
-                rows.iter().map(T::from_row).collect()
+                rows.iter().map(decode).collect()
             }
         }
     }
@@ -150,9 +173,10 @@ impl On<'_> {
     /// Runs a statement that answers no rows; the number of rows it changed.
     pub async fn execute(&mut self, sql: Sql, args: &[Arg<'_>]) -> Result<u64, sqlx::Error> {
         Ok(match self {
-            On::Postgres(c) => bound(sql.postgres, args)
+            On::Postgres(c, link) => bound(sql.postgres, args)
                 .execute(&mut **c)
-                .await?
+                .await
+                .inspect_err(|e| link.saw(e))?
                 .rows_affected(),
             On::Sqlite(c) => bound(sql.sqlite, args)
                 .execute(&mut **c)
@@ -164,14 +188,14 @@ impl On<'_> {
 
 /// A pooled connection of either backend.
 pub(crate) enum Conn {
-    Postgres(PoolConnection<Postgres>),
+    Postgres(PoolConnection<Postgres>, std::sync::Arc<Link>),
     Sqlite(PoolConnection<Sqlite>),
 }
 
 impl Conn {
     pub fn on(&mut self) -> On<'_> {
         match self {
-            Conn::Postgres(c) => On::Postgres(c),
+            Conn::Postgres(c, link) => On::Postgres(c, link),
             Conn::Sqlite(c) => On::Sqlite(c),
         }
     }
@@ -179,21 +203,21 @@ impl Conn {
 
 /// A transaction on the writer; rolled back when dropped uncommitted.
 pub(crate) enum Tx {
-    Postgres(sqlx::Transaction<'static, Postgres>),
+    Postgres(sqlx::Transaction<'static, Postgres>, std::sync::Arc<Link>),
     Sqlite(sqlx::Transaction<'static, Sqlite>),
 }
 
 impl Tx {
     pub fn on(&mut self) -> On<'_> {
         match self {
-            Tx::Postgres(t) => On::Postgres(t),
+            Tx::Postgres(t, link) => On::Postgres(t, link),
             Tx::Sqlite(t) => On::Sqlite(t),
         }
     }
 
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
-            Tx::Postgres(t) => t.commit().await,
+            Tx::Postgres(t, link) => t.commit().await.inspect_err(|e| link.saw(e)),
             Tx::Sqlite(t) => t.commit().await,
         }
     }
@@ -210,7 +234,7 @@ impl Db {
     /// A connection for `side`.
     pub async fn conn(&self, side: Side) -> Result<Conn, sqlx::Error> {
         Ok(match (self, side) {
-            (Db::Postgres(pool), _) => Conn::Postgres(pool.acquire().await?),
+            (Db::Postgres(pg), _) => Conn::Postgres(pg.acquire().await?, pg.link.clone()),
             (Db::Sqlite { read, .. }, Side::Read) => Conn::Sqlite(read.acquire().await?),
             (Db::Sqlite { write, .. }, Side::Write) => Conn::Sqlite(write.acquire().await?),
         })
@@ -219,7 +243,7 @@ impl Db {
     /// A transaction on the writer.
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
         Ok(match self {
-            Db::Postgres(pool) => Tx::Postgres(pool.begin().await?),
+            Db::Postgres(pg) => Tx::Postgres(pg.begin().await?, pg.link.clone()),
             Db::Sqlite { write, .. } => Tx::Sqlite(write.begin().await?),
         })
     }
@@ -246,7 +270,7 @@ impl Db {
     /// Connections the pools hold, and how many of them are idle.
     pub fn pool_connections(&self) -> (u32, usize) {
         match self {
-            Db::Postgres(pool) => (pool.size(), pool.num_idle()),
+            Db::Postgres(pg) => (pg.size(), pg.num_idle()),
             Db::Sqlite { write, read } => (
                 write.size() + read.size(),
                 write.num_idle() + read.num_idle(),

@@ -57,14 +57,19 @@ impl From<sqlx::Error> for StoreError {
                 // (`ALTER DATABASE ... ALLOW_CONNECTIONS false`, a maintenance window).
                 let refused =
                     code == "55000" && db.message().contains("not currently accepting connections");
+                // 25006 read-only transaction: the server became a standby (a failover,
+                // a switchover) under the connection; another server takes the writes.
                 let unavailable = code.starts_with("08")
+                    || code == "25006"
                     || code.starts_with("57P")
                     || code.starts_with("53")
                     || refused
                     || matches!(code.as_ref(), "5" | "6" | "517" | "262");
                 // PostgreSQL's class 22, data exceptions: a value of the request that the
-                // column cannot hold (22P05 `\u0000` in jsonb, 22021 NUL in text, ...).
-                let unstorable = code.len() == 5 && code.starts_with("22");
+                // column cannot hold (22P05 `\u0000` in jsonb, 22021 NUL in text, 22003 a
+                // bigint out of range, ...). SQLite 3091, SQLITE_CONSTRAINT_DATATYPE: an
+                // integer that overflowed into a REAL, which a STRICT INTEGER column refuses.
+                let unstorable = (code.len() == 5 && code.starts_with("22")) || code == "3091";
                 if unavailable {
                     StoreError::Unavailable(e)
                 } else if unstorable {

@@ -20,13 +20,16 @@ mod db;
 mod error;
 pub mod migrate;
 mod model;
+mod pg_url;
 mod postgres;
+pub mod replication;
 pub mod sql;
 mod sql_store;
 mod sqlite;
 
 pub use error::{StoreError, StoreResult};
 pub use model::*;
+pub use replication::{DatabaseStatus, DatabaseWatch, Replication};
 pub use sql_store::SqlStore;
 
 /// Everything the service keeps. Every call is answered within the store's `--db-timeout`
@@ -107,6 +110,12 @@ pub trait Store: Send + Sync + 'static {
     /// Takes one open operation of a cluster with a Flink REST URL whose lease is free or
     /// expired, under a new lease and a new attempt number.
     async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>>;
+
+    /// [`Store::claim_operation`], of a cluster not in `except` (clusters whose operations
+    /// take every slot this process gives one cluster).
+    async fn claim_operation_except(
+        &self, owner: &str, lease: Duration, except: &[ClusterId],
+    ) -> StoreResult<Option<Claimed>>;
 
     /// Extends the holder's lease and records its progress; false when the attempt is no
     /// longer the operation's (the lease was taken over, or it completed).
@@ -358,6 +367,12 @@ fn ping_only_idle<DB: sqlx::Database>(
 
 /// Opens the store the URL names, applying migrations first when asked to.
 pub async fn open(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(open_watched(config).await?.0)
+}
+
+/// [`open`], and the watch of what the database promises about replication (checked
+/// with [`DatabaseWatch::check`]).
+pub async fn open_watched(config: &StoreConfig) -> anyhow::Result<(Arc<dyn Store>, DatabaseWatch)> {
     let url = config.url.as_str();
     let db = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         postgres::open(config).await?
@@ -369,7 +384,11 @@ pub async fn open(config: &StoreConfig) -> anyhow::Result<Arc<dyn Store>> {
             redact_url(url)
         )
     };
-    Ok(Arc::new(SqlStore::new(db, config.acquire_timeout)))
+    let watch = match &db {
+        db::Db::Postgres(pg) => DatabaseWatch::postgres(pg.clone()),
+        db::Db::Sqlite { .. } => DatabaseWatch::sqlite(),
+    };
+    Ok((Arc::new(SqlStore::new(db, config.acquire_timeout)), watch))
 }
 
 #[cfg(test)]

@@ -440,6 +440,20 @@ pub struct FlinkJob {
     pub state: String,
 }
 
+impl FlinkJob {
+    /// Whether a name Flink reported can be kept (`flink_jobs`: 1 to 4096 bytes, no NUL).
+    pub fn name_is_keepable(name: &str) -> bool {
+        (1..=4096).contains(&name.len()) && !name.contains('\0')
+    }
+
+    /// Whether the store can keep this job's row (its name and state within their bounds).
+    pub fn is_keepable(&self) -> bool {
+        Self::name_is_keepable(&self.name)
+            && (1..=64).contains(&self.state.len())
+            && !self.state.contains('\0')
+    }
+}
+
 /// A completed savepoint past its retention policy.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Expired {

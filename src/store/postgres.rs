@@ -1,48 +1,479 @@
 //! Opening the PostgreSQL store: the shared home for every replica and cluster.
+//!
+//! Which server: `--database-url` may name several hosts (libpq's form,
+//! `postgres://h1:5432,h2:5432/db`, see `pg_url`); they are tried in order for one that takes
+//! writes (`target_session_attrs=read-write`, the default) whenever jobstore selects a server:
+//! at start, and whenever a connection fails, lands on a read-only server, or waits too long.
+//! New pool connections go to the selected server and are each checked read-write in the
+//! pool's connect hook (a read-only one is refused and the connection made again, on the
+//! server selected anew); so a standby is never used for writes.
+//!
+//! Failing fast: sqlx's pool retries a refused connection until the acquire timeout
+//! (`--db-timeout`), so a database that is down would hold every request that long. Here a
+//! *link* watches the database: a statement that fails on the connection, or a connection
+//! that is not handed out within [`PROBE_AFTER`], makes it probe the hosts; when none takes
+//! writes the link is *down*, and every request is answered 503 at once (no connection is
+//! waited for) while the hosts are probed again every [`DOWN_RETRY`]; the first probe that
+//! finds a read-write server makes the link up again, and the connections made before are
+//! not reused.
 
-use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection};
-use tokio::sync::watch;
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, Postgres};
+use tokio::sync::{Notify, watch};
 
 use super::db::Db;
+use super::pg_url::{self, PgTarget};
 use super::{StoreConfig, migrate};
 
-/// Migrates (under the advisory lock, on a connection of its own) when asked to, then opens
-/// the pool (lazily: connections are made as requests need them).
-pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
-    let options = PgConnectOptions::from_str(&config.url)?
-        .application_name("jobstore")
-        .log_statements(tracing::log::LevelFilter::Trace);
-    if config.migrate {
-        let mut conn = tokio::time::timeout(
-            config.acquire_timeout,
-            sqlx::PgConnection::connect_with(&options),
-        )
+/// A connection not handed out this long after it was asked for makes the link probe the
+/// servers (a refused connection is retried by the pool silently until `--db-timeout`).
+pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(50);
+/// While no server takes writes, the hosts are probed this often.
+pub(crate) const DOWN_RETRY: Duration = Duration::from_millis(100);
+/// Probes while the link is up are at least this far apart.
+const UP_PROBE_GAP: Duration = Duration::from_millis(100);
+/// How long one host may take to accept a probe's connection (libpq's `connect_timeout` in
+/// the URL overrides it; never longer than `--db-timeout`).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// A pooled connection idle longer than this is checked (read-write, alive) before it is
+/// handed out: one round trip, like the ping it replaces.
+const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// Whether the connection's server refuses writes (a standby, or a server or database set
+/// `default_transaction_read_only`): what libpq's `target_session_attrs=read-write` checks.
+const READ_ONLY: &str =
+    "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'";
+
+/// The PostgreSQL store's connections: the pool of requests, the LISTEN's own connection
+/// (outside that pool, so that it never takes a request's), and the link that selects the
+/// server.
+#[derive(Clone)]
+pub(crate) struct PgDb {
+    pub(crate) pool: PgPool,
+    listen_pool: PgPool,
+    pub(crate) link: Arc<Link>,
+}
+
+/// Which server the pools connect to, and whether any takes writes now.
+pub(crate) struct Link {
+    target: PgTarget,
+    probe_timeout: Duration,
+    /// How long a request may wait for the database (`--db-timeout`).
+    pub(crate) timeout: Duration,
+    state: watch::Sender<LinkState>,
+    /// Asks the monitor to probe the hosts.
+    wake: Notify,
+    /// Pooled connections made before this are closed instead of reused (the server they
+    /// reach was left, or went away).
+    reset_at: Mutex<Instant>,
+    pools: OnceLock<[PgPool; 2]>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LinkState {
+    /// The pools connect to this host (its index in the URL).
+    Up(usize),
+    /// No host takes writes: requests are answered 503 at once.
+    Down,
+}
+
+/// The error a request gets while no server takes writes (503, like a refused connection).
+fn down_error() -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        "no PostgreSQL server that takes writes is reachable (jobstore probes the hosts again every 100 ms)",
+    ))
+}
+
+/// A connection failure that says the server is not there (or not yet, or not any more).
+fn unreachable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => true,
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            code.starts_with("08") || code.starts_with("57P")
+        }
+        _ => false,
+    }
+}
+
+/// A statement refused because the server takes no writes (SQLSTATE 25006): the server
+/// became a standby under this connection, or was set read-only.
+fn read_only_refusal(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("25006"))
+}
+
+/// What probing the hosts found.
+enum Probe {
+    /// The first host (in the URL's order) that takes writes, and a connection to it.
+    Found(usize, PgConnection),
+    /// None takes writes: why not, per host.
+    None(Vec<String>),
+    /// A host answered with another failure (authentication, too many connections): the
+    /// servers are there, the link keeps its state.
+    Unsure(String),
+}
+
+impl Link {
+    /// Asks for a probe of the hosts (at most one runs at a time).
+    pub(crate) fn suspect(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Looks at a statement's failure: one that says the server went away, or takes no
+    /// writes any more, makes the link probe the hosts.
+    pub(crate) fn saw(&self, e: &sqlx::Error) {
+        if read_only_refusal(e) {
+            tracing::warn!(
+                "PostgreSQL refused a write (read-only server): selecting the server again"
+            );
+            self.reset_connections();
+            self.suspect();
+        } else if unreachable(e) {
+            self.suspect();
+        }
+    }
+
+    fn reset_connections(&self) {
+        *self.reset_at.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    /// Whether a pooled connection of this age was made before the last reset.
+    fn made_before_reset(&self, age: Duration) -> bool {
+        let reset_at = *self.reset_at.lock().unwrap_or_else(|p| p.into_inner());
+        Instant::now()
+            .checked_sub(age)
+            .is_some_and(|made| made < reset_at)
+    }
+
+    fn host_name(&self, i: usize) -> &str {
+        self.target
+            .hosts
+            .get(i)
+            .map_or("", |(name, _)| name.as_str())
+    }
+
+    /// One host: a connection when it suits (`None`: it is read-only and read-write was
+    /// asked for).
+    async fn try_host(&self, options: &PgConnectOptions) -> Result<Option<PgConnection>, String> {
+        let attempt = async {
+            let mut conn = PgConnection::connect_with(options).await?;
+            if self.target.read_write && is_read_only(&mut conn).await? {
+                let _ = conn.close().await;
+                return Ok::<_, sqlx::Error>(None);
+            }
+            Ok(Some(conn))
+        };
+        match tokio::time::timeout(self.probe_timeout, attempt).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) if unreachable(&e) => Err(e.to_string()),
+            Ok(Err(e)) => Err(format!("unsure: {e}")),
+            Err(_) => Err(format!(
+                "no connection within {} s",
+                self.probe_timeout.as_secs_f64()
+            )),
+        }
+    }
+
+    /// Tries the hosts in the URL's order.
+    async fn probe(&self) -> Probe {
+        let mut why = Vec::new();
+        let mut unsure = None;
+        for (i, (name, options)) in self.target.hosts.iter().enumerate() {
+            match self.try_host(options).await {
+                Ok(Some(conn)) => return Probe::Found(i, conn),
+                Ok(None) => why.push(format!("{name}: read-only")),
+                Err(e) => {
+                    if e.starts_with("unsure: ") && unsure.is_none() {
+                        unsure = Some(format!("{name}: {}", &e["unsure: ".len()..]));
+                    }
+                    why.push(format!("{name}: {e}"));
+                }
+            }
+        }
+        match unsure {
+            Some(e) => Probe::Unsure(e),
+            None => Probe::None(why),
+        }
+    }
+
+    /// Acts on a probe's finding; the connection it made, if any.
+    fn apply(&self, probe: Probe) -> Option<PgConnection> {
+        let before = *self.state.borrow();
+        match probe {
+            Probe::Found(i, conn) => {
+                if before != LinkState::Up(i) {
+                    if let Some(pools) = self.pools.get() {
+                        for pool in pools {
+                            pool.set_connect_options(self.target.hosts[i].1.clone());
+                        }
+                    }
+                    self.reset_connections();
+                    tracing::info!(
+                        host = self.host_name(i),
+                        read_write = self.target.read_write,
+                        "PostgreSQL server selected"
+                    );
+                    self.state.send_replace(LinkState::Up(i));
+                }
+                Some(conn)
+            }
+            Probe::None(why) => {
+                if before != LinkState::Down {
+                    self.reset_connections();
+                    tracing::warn!(
+                        hosts = %why.join("; "),
+                        "no PostgreSQL server takes writes: requests are answered 503 at once until one does"
+                    );
+                    self.state.send_replace(LinkState::Down);
+                }
+                None
+            }
+            Probe::Unsure(e) => {
+                tracing::warn!(error = %e, "probing the PostgreSQL servers failed");
+                None
+            }
+        }
+    }
+
+    fn closed(&self) -> bool {
+        self.pools.get().is_some_and(|[pool, _]| pool.is_closed())
+    }
+
+    /// Probes when asked to (at most every [`UP_PROBE_GAP`]) while up, every
+    /// [`DOWN_RETRY`] while down; ends when the pools close.
+    async fn monitor(self: Arc<Self>) {
+        let mut last: Option<Instant> = None;
+        loop {
+            if *self.state.borrow() == LinkState::Down {
+                tokio::time::sleep(DOWN_RETRY).await;
+            } else {
+                self.wake.notified().await;
+                if let Some(last) = last {
+                    tokio::time::sleep_until((last + UP_PROBE_GAP).into()).await;
+                }
+            }
+            if self.closed() {
+                return;
+            }
+            last = Some(Instant::now());
+            let probe = self.probe().await;
+            if let Some(conn) = self.apply(probe) {
+                let _ = conn.close().await;
+            }
+        }
+    }
+
+    /// The connect hook of both pools: a connection to a read-only server is refused (the
+    /// pool makes it again, after the link selected the server anew).
+    async fn check_new(&self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        if self.target.read_write && is_read_only(conn).await? {
+            self.reset_connections();
+            self.suspect();
+            return Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "the PostgreSQL server is read-only (a standby?): not used for writes",
+            )));
+        }
+        Ok(())
+    }
+
+    /// The check of a pooled connection before it is handed out: never one made before
+    /// the last reset; one idle for a while is checked alive and read-write.
+    async fn check_pooled(&self, conn: &mut PgConnection, age: Duration, idle: Duration) -> bool {
+        if self.made_before_reset(age) {
+            return false;
+        }
+        if idle <= CHECK_IDLE_AFTER {
+            return true;
+        }
+        if self.target.read_write {
+            match is_read_only(conn).await {
+                Ok(false) => true,
+                Ok(true) => {
+                    self.reset_connections();
+                    self.suspect();
+                    false
+                }
+                Err(_) => false,
+            }
+        } else {
+            conn.ping().await.is_ok()
+        }
+    }
+}
+
+async fn is_read_only(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar::<_, bool>(READ_ONLY)
+        .fetch_one(conn)
         .await
-        .map_err(|_| anyhow::anyhow!("timed out connecting to PostgreSQL"))??;
+}
+
+/// The pool options both pools share: the connect hook and the check before handing out.
+fn pool_options(link: &Arc<Link>) -> PgPoolOptions {
+    let connect = link.clone();
+    let pooled = link.clone();
+    PgPoolOptions::new()
+        .test_before_acquire(false)
+        .after_connect(move |conn, _meta| {
+            let link = connect.clone();
+            Box::pin(async move { link.check_new(conn).await })
+        })
+        .before_acquire(move |conn, meta| {
+            let link = pooled.clone();
+            Box::pin(async move { Ok(link.check_pooled(conn, meta.age, meta.idle_for).await) })
+        })
+}
+
+impl PgDb {
+    /// A connection of the request pool: at once an error while no server takes writes,
+    /// and as soon as the link finds that out while waiting.
+    pub(crate) async fn acquire(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+        let mut state = self.link.state.subscribe();
+        if *state.borrow_and_update() == LinkState::Down {
+            return Err(down_error());
+        }
+        let acquire = self.pool.acquire();
+        tokio::pin!(acquire);
+        let slow = tokio::time::sleep(PROBE_AFTER);
+        tokio::pin!(slow);
+        let mut probing = false;
+        loop {
+            tokio::select! {
+                got = &mut acquire => {
+                    if let Err(e) = &got {
+                        self.link.saw(e);
+                    }
+                    return got;
+                }
+                () = &mut slow, if !probing => {
+                    probing = true;
+                    self.link.suspect();
+                }
+                changed = state.changed() => {
+                    if changed.is_err() || *state.borrow_and_update() == LinkState::Down {
+                        return Err(down_error());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A transaction on a connection of [`PgDb::acquire`].
+    pub(crate) async fn begin(&self) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {
+        let conn = self.acquire().await?;
+        sqlx::Transaction::begin(conn, None)
+            .await
+            .inspect_err(|e| self.link.saw(e))
+    }
+
+    /// Closes the request pool (waiting for the connections in use), then the LISTEN's.
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+        self.listen_pool.close().await;
+        self.link.wake.notify_one();
+    }
+
+    pub(crate) fn size(&self) -> u32 {
+        self.pool.size()
+    }
+
+    pub(crate) fn num_idle(&self) -> usize {
+        self.pool.num_idle()
+    }
+}
+
+/// Migrates (under the advisory lock, on a connection of its own, on the first host that
+/// takes writes) when asked to, then opens the pools (lazily: connections are made as
+/// requests need them).
+pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
+    let mut target = pg_url::parse(&config.url).map_err(anyhow::Error::msg)?;
+    for (_, options) in &mut target.hosts {
+        *options = options
+            .clone()
+            .application_name("jobstore")
+            .log_statements(tracing::log::LevelFilter::Trace);
+    }
+    let probe_timeout = target
+        .connect_timeout
+        .unwrap_or(PROBE_TIMEOUT)
+        .min(config.acquire_timeout);
+    let link = Arc::new(Link {
+        target,
+        probe_timeout,
+        timeout: config.acquire_timeout,
+        state: watch::Sender::new(LinkState::Up(0)),
+        wake: Notify::new(),
+        reset_at: Mutex::new(Instant::now()),
+        pools: OnceLock::new(),
+    });
+    // The server at start: the first host that takes writes (the migration needs one).
+    let found = match tokio::time::timeout(config.acquire_timeout, link.probe()).await {
+        Ok(probe) => probe,
+        Err(_) => Probe::None(vec![format!(
+            "no answer within {} s (--db-timeout)",
+            config.acquire_timeout.as_secs_f64()
+        )]),
+    };
+    let (first, mut conn) = match found {
+        Probe::Found(i, conn) => (i, conn),
+        Probe::None(why) => {
+            anyhow::bail!("no PostgreSQL server that takes writes: {}", why.join("; "))
+        }
+        Probe::Unsure(e) => anyhow::bail!("cannot connect to PostgreSQL: {e}"),
+    };
+    if config.migrate {
         let outcome = migrate::migrate_postgres(&mut conn).await;
         let _ = conn.close().await;
         let applied = outcome?;
         tracing::info!(applied, "PostgreSQL schema is current");
+    } else {
+        let _ = conn.close().await;
     }
-    let pool = super::ping_only_idle(PgPoolOptions::new())
+    if link.target.hosts.len() > 1 {
+        tracing::info!(host = link.host_name(first), "PostgreSQL server selected");
+    }
+    link.state.send_replace(LinkState::Up(first));
+    let options = link.target.hosts[first].1.clone();
+    let pool = pool_options(&link)
         .max_connections(config.max_connections.max(1))
         .acquire_timeout(config.acquire_timeout)
+        .connect_lazy_with(options.clone());
+    // The LISTEN's connection: a pool of one, so that sqlx's listener can reconnect
+    // through it; never closed for age or idleness.
+    let listen_pool = pool_options(&link)
+        .max_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .acquire_timeout(config.acquire_timeout)
         .connect_lazy_with(options);
-    Ok(Db::Postgres(pool))
+    let _ = link.pools.set([pool.clone(), listen_pool.clone()]);
+    tokio::spawn(link.clone().monitor());
+    Ok(Db::Postgres(PgDb {
+        pool,
+        listen_pool,
+        link,
+    }))
 }
 
 /// The channel the `ha_leader_info` trigger (migration V6) notifies.
 const LEADER_INFO_CHANNEL: &str = "jobstore_ha_leader_info";
 
+/// After a lost LISTEN connection, the next try comes this much later.
+const LISTEN_RETRY: Duration = Duration::from_millis(250);
+
 /// LISTENs for changes of leader information made by any writer and bumps `changes` at
 /// each (and after every reconnection, since notifications sent meanwhile are lost), until
-/// the pool closes. The connection comes from the pool.
-pub(crate) fn listen_leader_info(pool: PgPool, changes: Arc<watch::Sender<u64>>) {
+/// the pools close. Its connection is its own (outside the request pool, on the server the
+/// link selected), so that it never holds a request's connection.
+pub(crate) fn listen_leader_info(pg: PgDb, changes: Arc<watch::Sender<u64>>) {
     let bump = move || changes.send_modify(|n| *n = n.wrapping_add(1));
+    let pool = pg.listen_pool.clone();
     tokio::spawn(async move {
         while !pool.is_closed() {
             match PgListener::connect_with(&pool).await {
@@ -53,22 +484,26 @@ pub(crate) fn listen_leader_info(pool: PgPool, changes: Arc<watch::Sender<u64>>)
                             // A notification, or the connection was lost (`None`: the next
                             // call reconnects).
                             Ok(_) => continue,
+                            Err(_) if pool.is_closed() => return,
                             Err(e) => {
+                                pg.link.saw(&e);
                                 tracing::warn!(error = %e, "LISTEN for leader information changes failed");
                                 break;
                             }
                         }
                     },
                     Err(e) => {
+                        pg.link.saw(&e);
                         tracing::warn!(error = %e, "LISTEN for leader information changes failed")
                     }
                 },
-                Err(e) if !pool.is_closed() => {
+                Err(_) if pool.is_closed() => return,
+                Err(e) => {
+                    pg.link.saw(&e);
                     tracing::warn!(error = %e, "LISTEN for leader information changes: no connection")
                 }
-                Err(_) => return,
             }
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            tokio::time::sleep(LISTEN_RETRY).await;
         }
     });
 }

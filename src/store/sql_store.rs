@@ -136,7 +136,7 @@ struct ResultCountRow {
     oldest: Option<DateTime<Utc>>,
 }
 
-/// A schedule row (`schedules_*`).
+/// A schedule row (`schedules_*`), its times in epoch milliseconds.
 #[derive(sqlx::FromRow)]
 struct ScheduleRow {
     cluster_id: ClusterId,
@@ -145,13 +145,36 @@ struct ScheduleRow {
     kind: OperationKind,
     target_directory: Option<String>,
     format_type: String,
-    next_due_at: Option<DateTime<Utc>>,
-    last_triggered_at: Option<DateTime<Utc>>,
+    next_due_at_ms: Option<i64>,
+    last_triggered_at_ms: Option<i64>,
 }
 
-impl From<ScheduleRow> for Schedule {
-    fn from(r: ScheduleRow) -> Self {
-        Schedule {
+impl TryFrom<ScheduleRow> for Schedule {
+    type Error = sqlx::Error;
+    /// A row whose times no timestamp holds (written by hand) is an error naming the row.
+    fn try_from(r: ScheduleRow) -> Result<Self, sqlx::Error> {
+        let bad = |what: &str| {
+            sqlx::Error::Decode(
+                format!(
+                    "the savepoint schedule of cluster {} job {:?}: {what}",
+                    r.cluster_id,
+                    r.job_id.map(|j| j.to_string()).unwrap_or_default()
+                )
+                .into(),
+            )
+        };
+        let time = |ms: Option<i64>, what: &str| match ms {
+            None => Ok(None),
+            Some(ms) => DateTime::from_timestamp_millis(ms)
+                .map(Some)
+                .ok_or_else(|| bad(&format!("{what} is out of range"))),
+        };
+        let next_due_at = time(r.next_due_at_ms, "next_due_at")?;
+        let last_triggered_at = time(r.last_triggered_at_ms, "last_triggered_at")?;
+        if r.interval_ms.is_some() && next_due_at.is_none() {
+            return Err(bad("next_due_at is not a finite time"));
+        }
+        Ok(Schedule {
             cluster_id: r.cluster_id,
             job_id: r.job_id,
             interval: r
@@ -160,9 +183,9 @@ impl From<ScheduleRow> for Schedule {
             kind: r.kind,
             target_directory: r.target_directory,
             format_type: r.format_type,
-            next_due_at: r.next_due_at,
-            last_triggered_at: r.last_triggered_at,
-        }
+            next_due_at,
+            last_triggered_at,
+        })
     }
 }
 
@@ -384,34 +407,17 @@ impl Store for SqlStore {
                 sql::JOB_RESULTS_INSERT,
                 sql::APPLICATION_RESULTS_INSERT,
             );
+            // The result as the text jobstore writes (serde_json keeps every number as it
+            // was parsed): PostgreSQL's json and SQLite's TEXT keep that text, so it reads
+            // back exactly, floats included, in one autocommitted statement.
             let args = [
                 Arg::str(cluster.as_str()),
                 Arg::text(id),
-                Arg::Json(result),
+                Arg::text(result),
                 Arg::str(state.as_str()),
             ];
-            let no_row = || StoreError::Database(sqlx::Error::RowNotFound);
-            if !has_float(result) {
-                // Integers, strings, booleans and nulls come back from either database
-                // exactly as sent: one autocommitted statement (BENCHMARKS.md).
-                let row: Option<ResultRow> = self.db.optional(Side::Write, insert, &args).await?;
-                return entry(row)?.ok_or_else(no_row);
-            }
-            // A result with a floating-point number is read back before it is committed: a
-            // result the database keeps in a form that cannot be read again (PostgreSQL's
-            // jsonb prints a number near f64::MAX in full, which serde_json refuses) is
-            // refused, not stored where every later read of it, and every listing of its
-            // cluster, would fail.
-            let mut tx = self.db.begin().await?;
-            let row: Option<ResultRow> =
-                tx.on().optional(insert, &args).await.map_err(read_back)?;
-            let row = row
-                .map(ResultEntry::try_from)
-                .transpose()
-                .map_err(StoreError::Unstorable)?
-                .ok_or_else(no_row)?;
-            tx.commit().await?;
-            Ok(row)
+            let row: Option<ResultRow> = self.db.optional(Side::Write, insert, &args).await?;
+            entry(row)?.ok_or(StoreError::Database(sqlx::Error::RowNotFound))
         })
         .await
     }
@@ -637,8 +643,20 @@ impl Store for SqlStore {
     }
 
     async fn claim_operation(&self, owner: &str, lease: Duration) -> StoreResult<Option<Claimed>> {
+        self.claim_operation_except(owner, lease, &[]).await
+    }
+
+    async fn claim_operation_except(
+        &self, owner: &str, lease: Duration, except: &[ClusterId],
+    ) -> StoreResult<Option<Claimed>> {
+        // Cluster ids hold no comma: the list goes as one text parameter.
+        let except = except
+            .iter()
+            .map(ClusterId::as_str)
+            .collect::<Vec<_>>()
+            .join(",");
         self.within(async {
-            let args = [Arg::str(owner), Arg::millis(lease)];
+            let args = [Arg::str(owner), Arg::millis(lease), Arg::text(except)];
             self.one(Side::Write, sql::OPERATIONS_CLAIM, &args).await
         })
         .await
@@ -775,8 +793,16 @@ impl Store for SqlStore {
 
     async fn due_schedules(&self) -> StoreResult<Vec<Schedule>> {
         let rows = self.read_all::<ScheduleRow>(Side::Write, sql::SCHEDULES_DUE, &[]);
-        self.within(async { Ok(rows.await?.into_iter().map(Schedule::from).collect()) })
-            .await
+        let rows = self.within(rows).await?;
+        // A bad row is logged and skipped: the other schedules are served.
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| {
+                Schedule::try_from(r)
+                    .inspect_err(|e| tracing::error!(error = %e, "skipping a savepoint schedule"))
+                    .ok()
+            })
+            .collect())
     }
 
     async fn advance_schedule(&self, s: &Schedule) -> StoreResult<bool> {
@@ -822,7 +848,9 @@ impl Store for SqlStore {
     async fn record_flink_jobs(&self, cluster: &ClusterId, jobs: &[FlinkJob]) -> StoreResult<()> {
         self.within(async {
             let mut tx = self.db.begin().await?;
-            for job in jobs {
+            // A job Flink names "" (or with a NUL) cannot be kept: it is left out, not the
+            // whole overview.
+            for job in jobs.iter().filter(|j| j.is_keepable()) {
                 let args = [
                     Arg::str(cluster.as_str()),
                     Arg::text(job.job_id),
@@ -1144,8 +1172,14 @@ impl SqlStore {
     ) -> StoreResult<Vec<Setting>> {
         match kind {
             SettingKind::Schedule => {
-                let wrap = |r: ScheduleRow| Setting::Schedule(r.into());
-                self.read_all_as(side, sql, args, wrap).await
+                let rows: Vec<ScheduleRow> = self.read_all(side, sql, args).await?;
+                rows.into_iter()
+                    .map(|r| {
+                        Schedule::try_from(r)
+                            .map(Setting::Schedule)
+                            .map_err(StoreError::from)
+                    })
+                    .collect()
             }
             SettingKind::Retention => {
                 let wrap = |r: RetentionRow| Setting::Retention(r.into());
@@ -1211,37 +1245,5 @@ fn read_back(e: sqlx::Error) -> StoreError {
     match e {
         sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. } => StoreError::Unstorable(e),
         other => other.into(),
-    }
-}
-
-/// Whether a JSON value holds a number with a fraction or an exponent that f64 holds. Since
-/// serde_json keeps every number as its text (`arbitrary_precision`), no number comes back
-/// in a form serde_json refuses (before, PostgreSQL's jsonb printing 1.7976931348623157e308
-/// with all its 309 digits did); the read-back of such results stays as a net. Integers of
-/// any size, strings, booleans and nulls come back exactly as sent.
-fn has_float(v: &Value) -> bool {
-    match v {
-        Value::Number(n) => n.is_f64(),
-        Value::Array(items) => items.iter().any(has_float),
-        Value::Object(m) => m.values().any(has_float),
-        Value::Null | Value::Bool(_) | Value::String(_) => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn finds_floats_at_any_depth() {
-        use serde_json::json;
-        let no = json!({"a": [1, -2, u64::MAX, i64::MIN, "1.5", null, true], "b": {"c": 0}});
-        assert!(!super::has_float(&no));
-        for yes in [
-            json!(1.5),
-            json!(1e5),
-            json!([1, {"x": 1.7976931348623157e308}]),
-            json!({"a": {"b": [0.0]}}),
-        ] {
-            assert!(super::has_float(&yes), "{yes}");
-        }
     }
 }

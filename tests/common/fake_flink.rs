@@ -18,7 +18,8 @@
 //!
 //! It records every request (method, path, body) and can be switched to answer `500`, to
 //! delay its trigger answers, to forget operations (a JobManager failover), and to stop
-//! listening (connections refused) and come back on the same port.
+//! listening (connections refused) and come back on the same port; it can also hang (read a
+//! request and never answer) and treat chosen paths as holding no savepoint.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -101,6 +102,10 @@ struct FakeState {
     disposals: HashMap<String, FakeDisposal>,
     disposed: Vec<String>,
     failing_disposals: u32,
+    /// Paths that hold no savepoint: their disposal fails as Flink's does.
+    missing: HashSet<String>,
+    /// Answer nothing at all (accept the connection, read the request, never reply).
+    silent: bool,
 }
 
 /// Answers of something that is not Flink, or a Flink behind something hostile.
@@ -166,6 +171,8 @@ impl FakeFlink {
             disposals: HashMap::new(),
             disposed: Vec::new(),
             failing_disposals: 0,
+            missing: HashSet::new(),
+            silent: false,
         }));
         let listener = bind(SocketAddr::new(ip, 0));
         let addr = listener.local_addr().expect("the fake's address");
@@ -309,6 +316,16 @@ impl FakeFlink {
     }
 
     /// The next `n` disposals to complete fail (an IOException cause, not a missing path).
+    /// Disposals of `path` fail from now on as Flink's do for a path with no savepoint.
+    pub fn mark_missing(&self, path: &str) {
+        lock(&self.shared).missing.insert(path.to_owned());
+    }
+
+    /// Never answer from now on (requests are recorded, then held open): a hung Flink.
+    pub fn set_silent(&self, on: bool) {
+        lock(&self.shared).silent = on;
+    }
+
     pub fn fail_disposals(&self, n: u32) {
         lock(&self.shared).failing_disposals = n;
     }
@@ -435,15 +452,19 @@ async fn record(
         serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
     };
-    let (http_500, hostile) = {
+    let (http_500, hostile, silent) = {
         let mut s = lock(&shared);
         s.seen.push(Seen {
             method: parts.method.to_string(),
             path: parts.uri.path().to_owned(),
             body: body_json,
         });
-        (s.http_500, s.hostile.clone())
+        (s.http_500, s.hostile.clone(), s.silent)
     };
+    if silent {
+        // A Flink that hangs: the request is read and never answered.
+        std::future::pending::<()>().await;
+    }
     match hostile {
         None => {}
         Some(Hostile::Redirect(status, location)) => {
@@ -729,7 +750,7 @@ async fn disposal_status(State(shared): State<Shared>, Path(trigger): Path<Strin
         result = Some(if failing > 0 {
             s.failing_disposals -= 1;
             json!({"failure-cause": {"class": "org.apache.flink.util.FlinkException", "stack-trace": format!("org.apache.flink.util.FlinkException: {could_not}\nCaused by: java.io.IOException: Unexpected magic number. This can have multiple reasons.")}})
-        } else if s.disposed.contains(&d.path) {
+        } else if s.disposed.contains(&d.path) || s.missing.contains(&d.path) {
             json!({"failure-cause": {"class": "org.apache.flink.util.FlinkException", "stack-trace": format!("org.apache.flink.util.FlinkException: {could_not}\nCaused by: java.io.FileNotFoundException: Cannot find checkpoint or savepoint file/directory '{}' on file system 'file'.", d.path)}})
         } else {
             s.disposed.push(d.path.clone());

@@ -9,4 +9,6 @@ ON CONFLICT (cluster_id, job_id) DO UPDATE
    SET interval_ms = excluded.interval_ms, kind = excluded.kind,
        target_directory = excluded.target_directory, format_type = excluded.format_type,
        next_due_at = excluded.next_due_at, updated_at = excluded.updated_at
-RETURNING cluster_id, NULLIF(job_id, '') AS job_id, interval_ms, kind, target_directory, format_type, next_due_at, last_triggered_at
+RETURNING cluster_id, NULLIF(job_id, '') AS job_id, interval_ms, kind, target_directory, format_type,
+       CASE WHEN isfinite(next_due_at) THEN CAST(floor(extract(epoch FROM next_due_at) * 1000) AS bigint) END AS next_due_at_ms,
+       CASE WHEN isfinite(last_triggered_at) THEN CAST(floor(extract(epoch FROM last_triggered_at) * 1000) AS bigint) END AS last_triggered_at_ms

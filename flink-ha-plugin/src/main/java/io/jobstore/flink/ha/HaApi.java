@@ -11,17 +11,62 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 
 /**
  * jobstore's HA routes under {@code /v1/clusters/{cluster}/ha} (docs/api.md, "HA services"): the
  * cluster's leader lease, the leader information of each component, the state handles, the
- * checkpoint id counters and the cleanups. Every write names a lease epoch; jobstore answers a
- * stale one with 409 {@code fenced: ...}, which is a {@link NotLeaderException} here (and calls
- * the {@code onFenced} hook, so that the lease is checked at once).
+ * checkpoint id counters and the cleanups. Every write names a {@link Lease} (its epoch and lease
+ * id); jobstore answers one that is not the live lease with 409 {@code fenced: ...}, which is a
+ * {@link NotLeaderException} here (and calls the {@code onFenced} hook, so that the lease is checked
+ * at once).
  */
 final class HaApi {
 
-    /** The lease epoch of a write is not (any more) the cluster's live lease. */
+    /**
+     * One acquisition of the cluster's leader lease: its epoch and its lease id (a random UUID
+     * jobstore draws at every acquisition). Every fenced write names both: an epoch alone can be
+     * handed out twice when a database failover loses the commit of an acquisition, a lease id
+     * cannot. Immutable.
+     */
+    static final class Lease {
+        final long epoch;
+        /** The UUID the acquisition answered, hyphenated (36 characters). */
+        final String leaseId;
+
+        Lease(long epoch, String leaseId) {
+            if (epoch < 1) {
+                throw new IllegalArgumentException("epoch must be at least 1, got " + epoch);
+            }
+            this.epoch = epoch;
+            this.leaseId = Objects.requireNonNull(leaseId, "leaseId");
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            if (this == o) {
+                return true;
+            }
+            if (!(o instanceof Lease)) {
+                return false;
+            }
+            Lease other = (Lease) o;
+            return epoch == other.epoch && leaseId.equals(other.leaseId);
+        }
+
+        @Override
+        public int hashCode() {
+            return Long.hashCode(epoch) * 31 + leaseId.hashCode();
+        }
+
+        /** Short, for logs: the epoch and the first 8 characters of the lease id. */
+        @Override
+        public String toString() {
+            return "epoch " + epoch + ", lease " + leaseId.substring(0, Math.min(8, leaseId.length()));
+        }
+    }
+
+    /** The lease a write names is not (any more) the cluster's live lease. */
     static final class NotLeaderException extends IOException {
         private static final long serialVersionUID = 1L;
 
@@ -126,20 +171,31 @@ final class HaApi {
 
     // --- the lease (one attempt each: the lease loop keeps its own time) ---------------------
 
-    /** The epoch acquired, or -1 when another holder has a live lease. */
-    long acquire(String holder, Duration lease, Duration timeout) throws IOException {
+    /**
+     * The lease acquired (the live holder asking again renews it: the same epoch and lease id), or
+     * null when another holder has a live lease.
+     */
+    Lease acquire(String holder, Duration lease, Duration timeout) throws IOException {
         ObjectNode body = object().put("holder", holder).put("duration-ms", lease.toMillis());
-        JobstoreClient.Outcome out = once("POST", base + "/lease/acquire", body, timeout);
+        String path = base + "/lease/acquire";
+        JobstoreClient.Outcome out = once("POST", path, body, timeout);
         if (out.status == 409) {
-            return -1;
+            return null;
         }
-        return expect(200, "POST", base + "/lease/acquire", out).path("epoch").asLong();
+        JsonNode answer = expect(200, "POST", path, out);
+        JsonNode epoch = answer.path("epoch");
+        String leaseId = answer.path("lease-id").asText("");
+        if (!epoch.isIntegralNumber() || epoch.asLong() < 1 || leaseId.length() != 36) {
+            throw new IOException(
+                    "jobstore (cluster " + client.clusterId() + ") answered POST " + path
+                            + " without a valid epoch and lease-id (a jobstore older than the plugin?)");
+        }
+        return new Lease(epoch.asLong(), leaseId);
     }
 
-    /** True when renewed; false when the holder does not hold that epoch live (fenced). */
-    boolean renew(String holder, long epoch, Duration lease, Duration timeout) throws IOException {
-        ObjectNode body =
-                object().put("holder", holder).put("epoch", epoch).put("duration-ms", lease.toMillis());
+    /** True when renewed; false when the holder does not hold that lease live (fenced). */
+    boolean renew(String holder, Lease held, Duration lease, Duration timeout) throws IOException {
+        ObjectNode body = fence(object().put("holder", holder), held).put("duration-ms", lease.toMillis());
         JobstoreClient.Outcome out = once("POST", base + "/lease/renew", body, timeout);
         if (out.status == 409) {
             return false;
@@ -148,24 +204,24 @@ final class HaApi {
         return true;
     }
 
-    /** Whether the live lease of that epoch was released. */
-    boolean release(String holder, long epoch, Duration timeout) throws IOException {
-        ObjectNode body = object().put("holder", holder).put("epoch", epoch);
+    /** Whether that lease was live and is released now. */
+    boolean release(String holder, Lease held, Duration timeout) throws IOException {
+        ObjectNode body = fence(object().put("holder", holder), held);
         JobstoreClient.Outcome out = once("POST", base + "/lease/release", body, timeout);
         return expect(200, "POST", base + "/lease/release", out).path("released").asBoolean();
     }
 
     // --- leader information -------------------------------------------------------------------
 
-    void publishLeaderInfo(long epoch, String component, String address, String sessionId) throws IOException {
+    void publishLeaderInfo(Lease lease, String component, String address, String sessionId) throws IOException {
         String path = base + "/leader-info/" + segment(component);
-        ObjectNode body = object().put("epoch", epoch).put("address", address).put("session-id", sessionId);
+        ObjectNode body = fence(lease).put("address", address).put("session-id", sessionId);
         expect(200, "PUT", path, fenced(client.call("PUT", path, json(body))));
     }
 
-    void deleteLeaderInfo(long epoch, String component) throws IOException {
+    void deleteLeaderInfo(Lease lease, String component) throws IOException {
         String path = base + "/leader-info/" + segment(component);
-        expect(204, "DELETE", path, fenced(client.call("DELETE", path, json(object().put("epoch", epoch)))));
+        expect(204, "DELETE", path, fenced(client.call("DELETE", path, json(fence(lease)))));
     }
 
     /**
@@ -210,49 +266,74 @@ final class HaApi {
         return handle(expect(200, "GET", path, out));
     }
 
-    /** Every entry of a kind (of one job for checkpoints), marked ones included, by name. */
+    /** Most handles a page of a listing asks for (jobstore's limit). */
+    static final int LIST_PAGE = 10_000;
+    /** Most pages one listing follows: far more than jobstore can hold for one kind and job. */
+    static final int MAX_PAGES = 100_000;
+
+    /**
+     * Every entry of a kind (of one job for checkpoints), marked ones included, by name: the
+     * listing's pages one after the other, until jobstore answers no {@code next}.
+     */
     List<Handle> listHandles(String kind, String job) throws IOException {
-        String path = base + "/state-handles/" + kind + jobQuery(job);
+        String first = base + "/state-handles/" + kind + "?limit=" + LIST_PAGE + (job == null ? "" : "&job=" + job);
         List<Handle> all = new ArrayList<>();
-        for (JsonNode h : expect(200, "GET", path, client.call("GET", path, null)).path("state-handles")) {
-            all.add(handle(h));
+        String after = null;
+        for (int page = 0; page < MAX_PAGES; page++) {
+            String path = after == null ? first : first + "&after=" + segment(after);
+            JsonNode answer = expect(200, "GET", path, client.call("GET", path, null));
+            for (JsonNode h : answer.path("state-handles")) {
+                all.add(handle(h));
+            }
+            JsonNode next = answer.path("next");
+            if (!next.isTextual()) {
+                return all;
+            }
+            if (next.asText().equals(after)) {
+                throw new IOException(
+                        "jobstore (cluster " + client.clusterId() + ") answered GET " + path
+                                + " with the same next page again: " + next.asText());
+            }
+            after = next.asText();
         }
-        return all;
+        throw new IOException(
+                "jobstore (cluster " + client.clusterId() + "): the listing of " + kind
+                        + " state handles has more than " + MAX_PAGES + " pages");
     }
 
     /** Add if absent: 201 done, 409 present. */
-    Write addHandle(long epoch, String kind, String job, String name, byte[] handle) throws IOException {
-        ObjectNode body = withJob(object().put("epoch", epoch), job).put("handle", hex(handle));
+    Write addHandle(Lease lease, String kind, String job, String name, byte[] handle) throws IOException {
+        ObjectNode body = withJob(fence(lease), job).put("handle", hex(handle));
         return write("POST", handlePath(kind, name), body, 201, 409);
     }
 
     /** Compare-and-set on the version: 200 done, 409 another version, 404 absent or marked. */
-    Write replaceHandle(long epoch, String kind, String job, String name, long expectedVersion, byte[] handle)
+    Write replaceHandle(Lease lease, String kind, String job, String name, long expectedVersion, byte[] handle)
             throws IOException {
         ObjectNode body =
-                withJob(object().put("epoch", epoch), job)
+                withJob(fence(lease), job)
                         .put("expected-version", expectedVersion)
                         .put("handle", hex(handle));
         return write("PUT", handlePath(kind, name), body, 200, 409, 404);
     }
 
     /** The first phase of a removal: 200 marked, 404 absent. */
-    Write markForDeletion(long epoch, String kind, String job, String name) throws IOException {
-        ObjectNode body = withJob(object().put("epoch", epoch), job);
+    Write markForDeletion(Lease lease, String kind, String job, String name) throws IOException {
+        ObjectNode body = withJob(fence(lease), job);
         return write("POST", handlePath(kind, name) + "/mark-for-deletion", body, 200, 404);
     }
 
     /** Removes the entry (idempotent: gone either way). */
-    void removeHandle(long epoch, String kind, String job, String name) throws IOException {
-        write("DELETE", handlePath(kind, name), withJob(object().put("epoch", epoch), job), 200);
+    void removeHandle(Lease lease, String kind, String job, String name) throws IOException {
+        write("DELETE", handlePath(kind, name), withJob(fence(lease), job), 200);
     }
 
     // --- checkpoint id counters -----------------------------------------------------------------
 
     /** The id handed out (1 first), atomically. */
-    long getAndIncrement(long epoch, String job) throws IOException {
+    long getAndIncrement(Lease lease, String job) throws IOException {
         String path = base + "/counters/" + job + "/get-and-increment";
-        return expect(200, "POST", path, fenced(client.call("POST", path, json(object().put("epoch", epoch)))))
+        return expect(200, "POST", path, fenced(client.call("POST", path, json(fence(lease)))))
                 .path("value")
                 .asLong();
     }
@@ -264,31 +345,40 @@ final class HaApi {
         return out.status == 404 ? null : expect(200, "GET", path, out).path("value").asLong();
     }
 
-    void setCounter(long epoch, String job, long value) throws IOException {
+    void setCounter(Lease lease, String job, long value) throws IOException {
         String path = base + "/counters/" + job;
-        expect(200, "PUT", path, fenced(client.call("PUT", path, json(object().put("epoch", epoch).put("value", value)))));
+        expect(200, "PUT", path, fenced(client.call("PUT", path, json(fence(lease).put("value", value)))));
     }
 
-    void deleteCounter(long epoch, String job) throws IOException {
-        delete(base + "/counters/" + job, epoch);
+    void deleteCounter(Lease lease, String job) throws IOException {
+        delete(base + "/counters/" + job, lease);
     }
 
     // --- cleanups -----------------------------------------------------------------------------------
 
     /** A job's HA data: leader information, checkpoints, execution plan and counter. */
-    void cleanupJob(long epoch, String job) throws IOException {
-        delete(base + "/jobs/" + job, epoch);
+    void cleanupJob(Lease lease, String job) throws IOException {
+        delete(base + "/jobs/" + job, lease);
     }
 
     /** Every HA entry of the cluster (the lease row stays). */
-    void cleanupCluster(long epoch) throws IOException {
-        delete(base, epoch);
+    void cleanupCluster(Lease lease) throws IOException {
+        delete(base, lease);
     }
 
     // -----------------------------------------------------------------------------------------------
 
-    private void delete(String path, long epoch) throws IOException {
-        expect(204, "DELETE", path, fenced(client.call("DELETE", path, json(object().put("epoch", epoch)))));
+    private void delete(String path, Lease lease) throws IOException {
+        expect(204, "DELETE", path, fenced(client.call("DELETE", path, json(fence(lease)))));
+    }
+
+    /** A body naming the lease: {@code "epoch"} and {@code "lease-id"}. */
+    private static ObjectNode fence(Lease lease) {
+        return fence(object(), lease);
+    }
+
+    private static ObjectNode fence(ObjectNode body, Lease lease) {
+        return body.put("epoch", lease.epoch).put("lease-id", lease.leaseId);
     }
 
     private Write write(String method, String path, ObjectNode body, int... expected) throws IOException {

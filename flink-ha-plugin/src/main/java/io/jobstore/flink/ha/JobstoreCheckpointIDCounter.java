@@ -16,7 +16,7 @@ import java.util.concurrent.Executor;
 /**
  * A job's checkpoint id counter on jobstore's counter routes: {@code getAndIncrement} is one
  * atomic statement in jobstore (no id is handed out twice, also across processes and replicas),
- * every write names the lease epoch, and the counter is removed when the job reaches a globally
+ * every write names the lease (epoch and lease id), and the counter is removed when the job reaches a globally
  * terminal state. A retried increment whose first answer was lost may skip an id, never repeat one.
  */
 final class JobstoreCheckpointIDCounter implements CheckpointIDCounter {
@@ -47,7 +47,7 @@ final class JobstoreCheckpointIDCounter implements CheckpointIDCounter {
         }
         return FutureUtils.runAsync(
                 () -> {
-                    api.deleteCounter(leadership.epoch(), job);
+                    api.deleteCounter(leadership.heldLease(), job);
                     LOG.info("Removed the checkpoint id counter of job {} ({}) from jobstore.", job, jobStatus);
                 },
                 ioExecutor);
@@ -55,7 +55,7 @@ final class JobstoreCheckpointIDCounter implements CheckpointIDCounter {
 
     @Override
     public long getAndIncrement() throws IOException {
-        return api.getAndIncrement(leadership.epoch(), job);
+        return api.getAndIncrement(leadership.heldLease(), job);
     }
 
     @Override
@@ -70,6 +70,6 @@ final class JobstoreCheckpointIDCounter implements CheckpointIDCounter {
 
     @Override
     public void setCount(long newId) throws IOException {
-        api.setCounter(leadership.epoch(), job, newId);
+        api.setCounter(leadership.heldLease(), job, newId);
     }
 }

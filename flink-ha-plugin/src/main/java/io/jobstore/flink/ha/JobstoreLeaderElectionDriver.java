@@ -11,7 +11,9 @@ import org.slf4j.LoggerFactory;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -27,11 +29,14 @@ import java.util.concurrent.TimeUnit;
  * {@code onRevokeLeadership} when jobstore answers that the lease is lost, or when no renewal got
  * through before the term's deadline (a margin before the lease can expire in jobstore); then it
  * tries to acquire the lease again. Grants and revocations come from that one thread, so they
- * strictly alternate. An acquisition never reuses an epoch this process led with before.
+ * strictly alternate. A term is one acquisition of the lease, named by its lease id (jobstore draws a
+ * new one at every acquisition): the process never leads twice on the same lease id. An epoch may
+ * repeat with a new lease id (a database failover lost the commit of an acquisition); that is a new
+ * term, and the writes of the lost one are fenced by their lease id.
  *
  * <p>Leader information is written by a second thread, in the order Flink asked for it, each
- * write naming the epoch of the term it was asked in (jobstore refuses it once that epoch is not
- * the live lease); a write that fails is retried while that term lasts. Changes of the stored
+ * write naming the lease of the term it was asked in (jobstore refuses it once that lease is not
+ * the live one); a write that fails is retried while that term lasts. Changes of the stored
  * leader information (the process's shared long poll, {@link LeaderInfoWatcher}) are reported to
  * the listener while the process leads, so that information overwritten or deleted by others is
  * published again. {@link #close()} releases the lease.
@@ -39,6 +44,9 @@ import java.util.concurrent.TimeUnit;
 final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
 
     private static final Logger LOG = LoggerFactory.getLogger(JobstoreLeaderElectionDriver.class);
+
+    /** How many lease ids of earlier terms the lease loop remembers (the newest ones). */
+    static final int LEASE_IDS_REMEMBERED = 1024;
 
     private final HaApi leaseApi;
     private final HaApi api;
@@ -52,12 +60,14 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
     private final Object monitor = new Object();
     /** Guarded by monitor. */
     private boolean running = true;
-    /** Guarded by monitor: check the lease now (a write met a stale epoch). */
+    /** Guarded by monitor: check the lease now (a write met a stale lease). */
     private boolean checkNow;
 
     // State of the lease loop (its thread only).
-    private long epoch;
-    private long highestEpochLed;
+    /** The lease of the current term, null between terms. */
+    private HaApi.Lease lease;
+    /** The lease ids of the terms this process led (the newest {@link #LEASE_IDS_REMEMBERED}). */
+    private final Set<String> leaseIdsLed = new LinkedHashSet<>();
     private long deadlineNanos;
     private long nextRenewalNanos;
     private int failedRenewals;
@@ -96,8 +106,8 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
 
     @Override
     public void publishLeaderInformation(String componentId, LeaderInformation info) {
-        long term = leadership.currentEpoch();
-        if (term == 0) {
+        HaApi.Lease term = leadership.currentLease();
+        if (term == null) {
             LOG.debug("Not publishing the leader information of {}: not the leader.", componentId);
             return;
         }
@@ -106,13 +116,13 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
 
     @Override
     public void deleteLeaderInformation(String componentId) {
-        long term = leadership.currentEpoch();
-        if (term != 0) {
+        HaApi.Lease term = leadership.currentLease();
+        if (term != null) {
             write(term, componentId, LeaderInformation.empty());
         }
     }
 
-    private void write(long term, String componentId, LeaderInformation info) {
+    private void write(HaApi.Lease term, String componentId, LeaderInformation info) {
         try {
             writer.execute(() -> writeWhileLeading(term, componentId, info));
         } catch (RejectedExecutionException e) {
@@ -121,9 +131,9 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
     }
 
     /** Writes (or, for empty information, deletes) until done, fenced, or the term is over. */
-    private void writeWhileLeading(long term, String componentId, LeaderInformation info) {
+    private void writeWhileLeading(HaApi.Lease term, String componentId, LeaderInformation info) {
         long pause = Math.max(10, api.client().retryBackoff().toMillis());
-        while (isRunning() && leadership.currentEpoch() == term) {
+        while (isRunning() && term.equals(leadership.currentLease())) {
             try {
                 if (info.isEmpty()) {
                     api.deleteLeaderInfo(term, componentId);
@@ -131,13 +141,13 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
                     api.publishLeaderInfo(
                             term, componentId, info.getLeaderAddress(), info.getLeaderSessionID().toString());
                 }
-                LOG.debug("{} leader information of {} (epoch {}).", info.isEmpty() ? "Deleted" : "Published", componentId, term);
+                LOG.debug("{} leader information of {} ({}).", info.isEmpty() ? "Deleted" : "Published", componentId, term);
                 return;
             } catch (HaApi.NotLeaderException e) {
-                LOG.info("jobstore refused the leader information of {} of epoch {}: {}", componentId, term, e.getMessage());
+                LOG.info("jobstore refused the leader information of {} of {}: {}", componentId, term, e.getMessage());
                 return;
             } catch (IOException e) {
-                LOG.warn("Could not write the leader information of {} (epoch {}); retrying while leading.", componentId, term, e);
+                LOG.warn("Could not write the leader information of {} ({}); retrying while leading.", componentId, term, e);
             }
             try {
                 Thread.sleep(pause);
@@ -166,7 +176,7 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
     private void runLeaseLoop() {
         try {
             while (isRunning()) {
-                if (epoch == 0) {
+                if (lease == null) {
                     if (!tryAcquire()) {
                         pauseUntil(System.nanoTime() + leadership.renewInterval.toNanos(), false);
                     }
@@ -178,7 +188,7 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
             Thread.currentThread().interrupt();
         } catch (RuntimeException | Error e) {
             LOG.error("The jobstore lease loop of cluster {} failed.", api.clusterId(), e);
-            if (epoch != 0) {
+            if (lease != null) {
                 revoke("the lease loop failed: " + e);
             }
             listener.onError(e);
@@ -189,21 +199,23 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
     private boolean tryAcquire() throws InterruptedException {
         for (int attempt = 0; attempt < 3 && isRunning(); attempt++) {
             long sent = System.nanoTime();
-            long acquired = acquireOnce();
-            if (acquired < 0) {
+            HaApi.Lease acquired = acquireOnce();
+            if (acquired == null) {
                 return false;
             }
-            if (acquired <= highestEpochLed) {
+            if (leaseIdsLed.contains(acquired.leaseId)) {
                 // Our own lease of an earlier term is still live in jobstore (a renewal landed
-                // but was not answered in time): give it up, so that the new term gets a new epoch.
-                LOG.info("Releasing the leader lease of cluster {} of the earlier term (epoch {}).", api.clusterId(), acquired);
+                // but was not answered in time, or a database failover brought an older lease
+                // row back): give it up, so that the new term gets a new lease id. The epoch
+                // does not tell: a lost commit can hand an epoch out twice, a lease id never.
+                LOG.info("Releasing the leader lease of cluster {} of an earlier term ({}).", api.clusterId(), acquired);
                 release(acquired);
                 continue;
             }
             long deadline = leadership.deadlineAfter(sent);
             if (System.nanoTime() - deadline >= 0) {
-                // The answer came too late to act on it; asking again renews the same epoch.
-                LOG.info("The lease of cluster {} (epoch {}) was granted too late to lead on it; asking again.",
+                // The answer came too late to act on it; asking again renews the same lease.
+                LOG.info("The lease of cluster {} ({}) was granted too late to lead on it; asking again.",
                         api.clusterId(), acquired);
                 continue;
             }
@@ -217,34 +229,38 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
         return false;
     }
 
-    private void lead(long acquired, long sent, long deadline) {
-        epoch = acquired;
-        highestEpochLed = acquired;
+    private void lead(HaApi.Lease acquired, long sent, long deadline) {
+        lease = acquired;
+        leaseIdsLed.add(acquired.leaseId);
+        if (leaseIdsLed.size() > LEASE_IDS_REMEMBERED) {
+            leaseIdsLed.remove(leaseIdsLed.iterator().next());
+        }
         deadlineNanos = deadline;
         nextRenewalNanos = sent + leadership.renewInterval.toNanos();
         leadership.lead(acquired, deadline);
         UUID session = UUID.randomUUID();
         LOG.info(
-                "JobManager {} leads cluster {} now: epoch {}, leader session {}.",
+                "JobManager {} leads cluster {} now: epoch {}, lease {}, leader session {}.",
                 leadership.holder,
                 api.clusterId(),
-                acquired,
+                acquired.epoch,
+                shortId(acquired),
                 session);
         listener.onGrantLeadership(session);
     }
 
-    /** The epoch acquired, or -1 (held by another JobManager, or jobstore did not answer). */
-    private long acquireOnce() throws InterruptedException {
+    /** The lease acquired, or null (held by another JobManager, or jobstore did not answer). */
+    private HaApi.Lease acquireOnce() throws InterruptedException {
         try {
-            long acquired = leaseApi.acquire(leadership.holder, leadership.lease, attemptTimeout);
-            if (acquired < 0) {
+            HaApi.Lease acquired = leaseApi.acquire(leadership.holder, leadership.lease, attemptTimeout);
+            if (acquired == null) {
                 LOG.debug("The leader lease of cluster {} is held by another JobManager.", api.clusterId());
             }
             return acquired;
         } catch (IOException e) {
             interruptedCheck(e);
             LOG.warn("Could not try to acquire the leader lease of cluster {}: {}", api.clusterId(), e.getMessage());
-            return -1;
+            return null;
         }
     }
 
@@ -267,12 +283,13 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
         long bound = Math.min(deadlineNanos - now, Math.min(attemptTimeout.toNanos(), leadership.renewInterval.toNanos()));
         Duration timeout = Duration.ofNanos(Math.max(1_000_000L, bound));
         try {
-            if (leaseApi.renew(leadership.holder, epoch, leadership.lease, timeout)) {
+            if (leaseApi.renew(leadership.holder, lease, leadership.lease, timeout)) {
                 deadlineNanos = leadership.deadlineAfter(now);
                 nextRenewalNanos = now + leadership.renewInterval.toNanos();
-                leadership.lead(epoch, deadlineNanos);
+                leadership.lead(lease, deadlineNanos);
             } else {
-                revoke("jobstore answered that the lease of epoch " + epoch + " is no longer held");
+                revoke("jobstore answered that the lease " + shortId(lease) + " of epoch " + lease.epoch
+                        + " is no longer held");
             }
         } catch (IOException e) {
             interruptedCheck(e);
@@ -285,9 +302,9 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
             long left = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
             if (failedRenewals++ == 0) {
                 LOG.warn(
-                        "Could not renew the leader lease of cluster {} (epoch {}): {}; retrying, leadership is"
+                        "Could not renew the leader lease of cluster {} ({}): {}; retrying, leadership is"
                                 + " given up in {} ms unless a renewal gets through.",
-                        api.clusterId(), epoch, e.getMessage(), left);
+                        api.clusterId(), lease, e.getMessage(), left);
             } else {
                 LOG.debug("Renewal {} of the leader lease of cluster {} failed ({} ms left): {}",
                         failedRenewals, api.clusterId(), left, e.getMessage());
@@ -296,28 +313,33 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
             return;
         }
         if (failedRenewals > 0) {
-            LOG.info("Renewed the leader lease of cluster {} (epoch {}) after {} failed attempt(s).",
-                    api.clusterId(), epoch, failedRenewals);
+            LOG.info("Renewed the leader lease of cluster {} ({}) after {} failed attempt(s).",
+                    api.clusterId(), lease, failedRenewals);
             failedRenewals = 0;
         }
     }
 
     private void revoke(String reason) {
-        long ended = epoch;
+        HaApi.Lease ended = lease;
         failedRenewals = 0;
         leadership.end();
-        epoch = 0;
+        lease = null;
         LOG.warn("JobManager {} gives up the leadership of cluster {} (epoch {}): {}.", leadership.holder,
-                api.clusterId(), ended, reason);
+                api.clusterId(), ended.epoch, reason);
         listener.onRevokeLeadership();
     }
 
-    private void release(long term) {
+    private void release(HaApi.Lease term) {
         try {
             leaseApi.release(leadership.holder, term, attemptTimeout);
         } catch (IOException e) {
-            LOG.info("Could not release the leader lease of cluster {} (epoch {}): {}", api.clusterId(), term, e.getMessage());
+            LOG.info("Could not release the leader lease of cluster {} ({}): {}", api.clusterId(), term, e.getMessage());
         }
+    }
+
+    /** The first 8 characters of a lease id: enough to tell terms apart in logs. */
+    private static String shortId(HaApi.Lease l) {
+        return l.leaseId.substring(0, Math.min(8, l.leaseId.length()));
     }
 
     private static void interruptedCheck(IOException e) throws InterruptedException {
@@ -375,15 +397,15 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
         writer.shutdownNow();
         leaseLoop.interrupt();
         leaseLoop.join(TimeUnit.SECONDS.toMillis(10) + attemptTimeout.toMillis());
-        long term = epoch;
+        HaApi.Lease term = lease;
         if (leaseLoop.isAlive()) {
             LOG.warn("The jobstore lease loop of cluster {} did not stop in time.", api.clusterId());
-            term = leadership.currentEpoch();
+            term = leadership.currentLease();
         }
         leadership.end();
-        if (term != 0) {
+        if (term != null) {
             release(term);
-            LOG.info("Released the leader lease of cluster {} (epoch {}).", api.clusterId(), term);
+            LOG.info("Released the leader lease of cluster {} ({}).", api.clusterId(), term);
         }
         writer.awaitTermination(attemptTimeout.toMillis(), TimeUnit.MILLISECONDS);
     }

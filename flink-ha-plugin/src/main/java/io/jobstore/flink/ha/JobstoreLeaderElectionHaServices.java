@@ -44,7 +44,7 @@ import java.util.concurrent.Executor;
  * LeaderInfoWatcher}), Flink's own execution plan, application and completed checkpoint stores over
  * a {@link JobstoreStateHandleStore} (state files under {@code high-availability.storageDir}, the
  * pointers in jobstore), checkpoint id counters in jobstore, and the job and application result
- * stores in jobstore. Every write of the leader names its lease epoch.
+ * stores in jobstore. Every write of the leader names its lease (epoch and lease id).
  *
  * <p>Components in jobstore's leader information: {@code resourcemanager}, {@code dispatcher},
  * {@code restserver} and each job's id.
@@ -174,14 +174,14 @@ public class JobstoreLeaderElectionHaServices extends AbstractHaServices {
     @Override
     protected void internalCleanup() throws Exception {
         Leadership leadership = backend.leadership;
-        long epoch = leadership.currentEpoch();
-        if (epoch != 0) {
-            backend.api.cleanupCluster(epoch);
+        HaApi.Lease held = leadership.currentLease();
+        if (held != null) {
+            backend.api.cleanupCluster(held);
             return;
         }
         Duration timeout = backend.leaseApi.client().timeout();
-        long acquired = backend.leaseApi.acquire(leadership.holder, leadership.lease, timeout);
-        if (acquired < 0) {
+        HaApi.Lease acquired = backend.leaseApi.acquire(leadership.holder, leadership.lease, timeout);
+        if (acquired == null) {
             throw new IOException(
                     "Cannot remove the HA data of cluster "
                             + backend.client.clusterId()
@@ -189,7 +189,7 @@ public class JobstoreLeaderElectionHaServices extends AbstractHaServices {
         }
         try {
             backend.api.cleanupCluster(acquired);
-            LOG.info("Removed the HA data of cluster {} from jobstore (epoch {}).", backend.client.clusterId(), acquired);
+            LOG.info("Removed the HA data of cluster {} from jobstore ({}).", backend.client.clusterId(), acquired);
         } finally {
             backend.leaseApi.release(leadership.holder, acquired, timeout);
         }
@@ -197,7 +197,7 @@ public class JobstoreLeaderElectionHaServices extends AbstractHaServices {
 
     @Override
     protected void internalCleanupJobData(JobID jobID) throws Exception {
-        backend.api.cleanupJob(backend.leadership.epoch(), jobID.toHexString());
+        backend.api.cleanupJob(backend.leadership.heldLease(), jobID.toHexString());
     }
 
     @Override

@@ -24,7 +24,7 @@ import java.util.List;
  * file under {@code high-availability.storageDir} (Flink's {@link RetrievableStateStorageHelper}),
  * only the serialized pointer to it goes to jobstore, as one entry of a kind ({@code
  * execution-plan}, {@code application}, or {@code checkpoint} of one job). Every write names the
- * current lease epoch, so only the leader's writes land.
+ * current lease (its epoch and lease id), so only the leader's writes land.
  *
  * <ul>
  *   <li>A write whose answer was lost (after the retries) may have landed: {@link
@@ -37,7 +37,7 @@ import java.util.List;
  *   <li>{@code releaseAndTryRemove} removes in three idempotent steps: mark for deletion, discard the
  *       state, remove the entry; a removal interrupted after any step is finished by the next call.
  *   <li>There are no locks ({@code release} and {@code releaseAll} do nothing): fencing by the
- *       epoch keeps every process but the leader from changing entries.
+ *       lease keeps every process but the leader from changing entries.
  * </ul>
  */
 final class JobstoreStateHandleStore<T extends Serializable>
@@ -84,7 +84,7 @@ final class JobstoreStateHandleStore<T extends Serializable>
     }
 
     private HaApi.Write add(String name, byte[] pointer) throws IOException {
-        return api.addHandle(leadership.epoch(), kind, job, name, pointer);
+        return api.addHandle(leadership.heldLease(), kind, job, name, pointer);
     }
 
     @Override
@@ -98,7 +98,7 @@ final class JobstoreStateHandleStore<T extends Serializable>
                     name + " in " + this + " has version " + old.version + ", not the expected " + expected.getValue());
         }
         storeAndWrite(state, "Replacing " + name + " in " + this, pointer -> {
-            HaApi.Write w = api.replaceHandle(leadership.epoch(), kind, job, name, old.version, pointer);
+            HaApi.Write w = api.replaceHandle(leadership.heldLease(), kind, job, name, old.version, pointer);
             if (w.status == 409 && w.retried) {
                 HaApi.Handle now = api.getHandle(kind, job, name);
                 if (now != null && now.version == old.version + 1 && Arrays.equals(now.bytes, pointer)) {
@@ -199,7 +199,7 @@ final class JobstoreStateHandleStore<T extends Serializable>
             return true;
         }
         if (!h.markedForDeletion
-                && api.markForDeletion(leadership.epoch(), kind, job, name).status == 404) {
+                && api.markForDeletion(leadership.heldLease(), kind, job, name).status == 404) {
             return true;
         }
         RetrievableStateHandle<T> state = pointerOf(h);
@@ -207,20 +207,20 @@ final class JobstoreStateHandleStore<T extends Serializable>
             // If this fails, the entry stays marked and the next call tries again.
             state.discardState();
         }
-        api.removeHandle(leadership.epoch(), kind, job, name);
+        api.removeHandle(leadership.heldLease(), kind, job, name);
         return true;
     }
 
     @Override
     public void clearEntries() throws Exception {
         for (HaApi.Handle h : api.listHandles(kind, job)) {
-            api.removeHandle(leadership.epoch(), kind, job, h.name);
+            api.removeHandle(leadership.heldLease(), kind, job, h.name);
         }
     }
 
     @Override
     public void release(String name) {
-        // no locks: fencing by the lease epoch takes their place
+        // no locks: fencing by the lease takes their place
     }
 
     @Override

@@ -5,12 +5,14 @@ import org.apache.flink.configuration.IllegalConfigurationException;
 
 import java.net.InetAddress;
 import java.time.Duration;
+import java.util.Objects;
 import java.util.UUID;
 
 /**
  * A JobManager process's claim on its cluster's leader lease in jobstore: who it is (the holder,
  * unique per process), the lease timing, and the term it leads in now, if any. The leader election
- * driver updates the term; every fenced write of the stores asks it for the epoch to name.
+ * driver updates the term; every fenced write of the stores asks it for the lease to name (its
+ * epoch and lease id).
  *
  * <p>A term ends locally at its <em>deadline</em>, a margin before the lease can expire in jobstore
  * (the lease is counted from the moment the acquiring or renewing request was sent, so jobstore's
@@ -22,13 +24,13 @@ final class Leadership {
     /** jobstore accepts leases of up to a day. */
     static final Duration MAX_LEASE = Duration.ofHours(24);
 
-    /** An epoch and until when (System.nanoTime) the process may act on it. */
+    /** A lease and until when (System.nanoTime) the process may act on it. */
     private static final class Term {
-        final long epoch;
+        final HaApi.Lease lease;
         final long deadlineNanos;
 
-        Term(long epoch, long deadlineNanos) {
-            this.epoch = epoch;
+        Term(HaApi.Lease lease, long deadlineNanos) {
+            this.lease = lease;
             this.deadlineNanos = deadlineNanos;
         }
     }
@@ -40,7 +42,7 @@ final class Leadership {
     /** How often it is renewed, and a standby tries to acquire it ({@code jobstore.ha.renew-interval}). */
     final Duration renewInterval;
     private volatile Term term;
-    /** Called when a write met a stale epoch: the lease loop checks the lease at once. */
+    /** Called when a write met a stale lease: the lease loop checks the lease at once. */
     private volatile Runnable suspicionHandler = () -> {};
 
     Leadership(String holder, Duration lease, Duration renewInterval) {
@@ -93,8 +95,8 @@ final class Leadership {
         return sentNanos + lease.minus(margin()).toNanos();
     }
 
-    void lead(long epoch, long deadlineNanos) {
-        term = new Term(epoch, deadlineNanos);
+    void lead(HaApi.Lease lease, long deadlineNanos) {
+        term = new Term(Objects.requireNonNull(lease, "lease"), deadlineNanos);
     }
 
     void end() {
@@ -107,27 +109,33 @@ final class Leadership {
         return t != null && System.nanoTime() - t.deadlineNanos < 0;
     }
 
-    /** The epoch of the current term, or 0 when the process does not lead. */
-    long currentEpoch() {
+    /** The lease of the current term, or null when the process does not lead. */
+    HaApi.Lease currentLease() {
         Term t = term;
-        return t != null && System.nanoTime() - t.deadlineNanos < 0 ? t.epoch : 0;
+        return t != null && System.nanoTime() - t.deadlineNanos < 0 ? t.lease : null;
     }
 
-    /** The epoch a fenced write names now. */
-    long epoch() throws HaApi.NotLeaderException {
-        long e = currentEpoch();
-        if (e == 0) {
+    /** The epoch of the current term, or 0 when the process does not lead (for logs). */
+    long currentEpoch() {
+        HaApi.Lease l = currentLease();
+        return l == null ? 0 : l.epoch;
+    }
+
+    /** The lease a fenced write names now. */
+    HaApi.Lease heldLease() throws HaApi.NotLeaderException {
+        HaApi.Lease l = currentLease();
+        if (l == null) {
             throw new HaApi.NotLeaderException(
                     "this JobManager (" + holder + ") does not hold the leader lease of the cluster now");
         }
-        return e;
+        return l;
     }
 
     void onSuspicion(Runnable handler) {
         suspicionHandler = handler;
     }
 
-    /** A write met a stale epoch. */
+    /** A write met a stale lease. */
     void suspect() {
         suspicionHandler.run();
     }

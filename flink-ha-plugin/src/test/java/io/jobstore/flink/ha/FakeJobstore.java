@@ -55,11 +55,18 @@ final class FakeJobstore implements AutoCloseable {
         final String path;
         final String authorization;
         final long nanos = System.nanoTime();
+        /** The port (replica) the request came to. */
+        final int port;
+        /** The body as text (empty for none). */
+        volatile String body = "";
+        /** The status answered (0: none yet, -1: the connection was closed without an answer). */
+        volatile int status;
 
-        Request(String method, String path, String authorization) {
+        Request(String method, String path, String authorization, int port) {
             this.method = method;
             this.path = path;
             this.authorization = authorization;
+            this.port = port;
         }
 
         @Override
@@ -239,27 +246,34 @@ final class FakeJobstore implements AutoCloseable {
     }
 
     private void handle(HttpExchange ex) throws IOException {
+        Request request = null;
         try {
             String method = ex.getRequestMethod();
             URI uri = ex.getRequestURI();
             String path = uri.getRawPath() + (uri.getRawQuery() == null ? "" : "?" + uri.getRawQuery());
-            requests.add(new Request(method, path, ex.getRequestHeaders().getFirst("Authorization")));
+            request =
+                    new Request(method, path, ex.getRequestHeaders().getFirst("Authorization"), ex.getLocalAddress().getPort());
+            requests.add(request);
             byte[] body = ex.getRequestBody().readAllBytes();
+            request.body = new String(body, StandardCharsets.UTF_8);
             Fault fault = takeFault(method, path);
             if (fault == Fault.HANG) {
                 awaitRelease();
                 fault = null;
             }
             if (fault == Fault.STATUS_429 || fault == Fault.STATUS_503) {
-                send(ex, new Answer(fault == Fault.STATUS_429 ? 429 : 503, error("injected " + fault)));
+                request.status = fault == Fault.STATUS_429 ? 429 : 503;
+                send(ex, new Answer(request.status, error("injected " + fault)));
                 return;
             }
             if (fault == Fault.DROP) {
+                request.status = -1;
                 ex.close();
                 return;
             }
             if (requiredToken != null
                     && !("Bearer " + requiredToken).equals(ex.getRequestHeaders().getFirst("Authorization"))) {
+                request.status = 401;
                 send(ex, new Answer(401, error("missing or wrong token")));
                 return;
             }
@@ -272,15 +286,24 @@ final class FakeJobstore implements AutoCloseable {
                 answer = serveResults(method, uri, body);
             }
             if (fault == Fault.APPLY_THEN_503) {
+                request.status = 503;
                 send(ex, new Answer(503, error("database unreachable")));
             } else if (fault == Fault.APPLY_THEN_DROP) {
+                request.status = -1;
                 ex.close();
             } else {
+                request.status = answer.status;
                 send(ex, answer);
             }
         } catch (FakeJobstoreHa.BadRequest e) {
+            if (request != null) {
+                request.status = 400;
+            }
             send(ex, new Answer(400, error(e.getMessage())));
         } catch (RuntimeException e) {
+            if (request != null) {
+                request.status = 500;
+            }
             send(ex, new Answer(500, error("fake jobstore: " + e)));
         }
     }

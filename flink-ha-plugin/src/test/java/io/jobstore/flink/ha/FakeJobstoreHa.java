@@ -14,15 +14,18 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
  * The HA routes of jobstore (docs/api.md "HA services" and the lead's additions: long poll with
  * ETag, mark-for-deletion, counter delete, job and cluster cleanup) in memory, on the fake's own
- * clock (System.nanoTime). Writes naming an epoch that is not the cluster's live lease are 409
- * {@code fenced: ...}; unknown body fields are 400. Test hooks read the lease, the handles and the
- * counters, and expire leases.
+ * clock (System.nanoTime). Every acquisition draws a random lease id; writes naming an epoch or a
+ * lease id that is not the cluster's live lease are 409 {@code fenced: ...}; unknown body fields
+ * are 400. State-handle listings come in pages ({@code limit}, {@code after}, {@code next}). Test
+ * hooks read the lease, the handles and the counters, expire leases, lose the last acquisition (as
+ * a database failover that loses its commit), and make listing pages small.
  */
 final class FakeJobstoreHa {
 
@@ -35,16 +38,30 @@ final class FakeJobstoreHa {
         }
     }
 
+    /** The lease row. */
     private static final class Lease {
         String holder;
         long epoch;
+        String leaseId;
         long expiresNanos;
+
+        Lease copy() {
+            Lease l = new Lease();
+            l.holder = holder;
+            l.epoch = epoch;
+            l.leaseId = leaseId;
+            l.expiresNanos = expiresNanos;
+            return l;
+        }
     }
 
     private static final class Cluster {
         Lease lease;
-        /** epoch -> when its lease expired or expires (as last extended). */
-        final Map<Long, Long> expiryByEpoch = new HashMap<>();
+        /** The lease row as it was before the last acquisition that drew a new lease id (null: none). */
+        Lease beforeLastAcquisition;
+        boolean acquired;
+        /** lease id -> when its lease expired or expires (as last extended). */
+        final Map<String, Long> expiryByLeaseId = new HashMap<>();
         final TreeMap<String, ObjectNode> leaderInfo = new TreeMap<>();
         long leaderVersion;
         /** kind \0 job \0 name -> entry. */
@@ -60,6 +77,9 @@ final class FakeJobstoreHa {
 
     private final Map<String, Cluster> clusters = new HashMap<>();
     private boolean closed;
+    /** Most handles a listing page holds whatever its limit (jobstore's byte cap, made small). */
+    private int pageCap = Integer.MAX_VALUE;
+    private long pages;
 
     synchronized FakeJobstore.Answer serve(
             String method, String cluster, String rest, Map<String, String> query, String ifNoneMatch, byte[] body)
@@ -67,9 +87,11 @@ final class FakeJobstoreHa {
         try {
             return route(method, cluster, rest, query, ifNoneMatch, body);
         } catch (Fenced e) {
-            return conflict("fenced: the epoch is not the cluster's live lease");
+            return conflict(FENCED);
         }
     }
+
+    private static final String FENCED = "fenced: the epoch and lease id are not the cluster's live lease";
 
     private FakeJobstore.Answer route(
             String method, String cluster, String rest, Map<String, String> query, String ifNoneMatch, byte[] body)
@@ -77,7 +99,7 @@ final class FakeJobstoreHa {
         Cluster c = clusters.computeIfAbsent(cluster, k -> new Cluster());
         long now = System.nanoTime();
         if (rest.isEmpty() && method.equals("DELETE")) {
-            fence(c, epochOf(body(body, "epoch")), now);
+            fence(c, body(body, "epoch", "lease-id"), now);
             c.leaderInfo.clear();
             c.leaderVersion++;
             c.handles.clear();
@@ -102,7 +124,7 @@ final class FakeJobstoreHa {
         }
         m = JOB.matcher(rest);
         if (m.matches() && method.equals("DELETE")) {
-            fence(c, epochOf(body(body, "epoch")), now);
+            fence(c, body(body, "epoch", "lease-id"), now);
             String job = m.group(1);
             if (c.leaderInfo.remove(job) != null) {
                 c.leaderVersion++;
@@ -129,24 +151,29 @@ final class FakeJobstoreHa {
                 if (live && !l.holder.equals(holder)) {
                     return conflict("the lease is held by another holder and has not expired");
                 }
-                if (l == null) {
-                    l = c.lease = new Lease();
-                }
-                if (!live || !l.holder.equals(holder)) {
+                if (!live) {
+                    c.beforeLastAcquisition = l == null ? null : l.copy();
+                    c.acquired = true;
+                    if (l == null) {
+                        l = c.lease = new Lease();
+                    }
                     l.epoch++;
+                    l.leaseId = UUID.randomUUID().toString();
                 }
                 l.holder = holder;
                 extend(c, now, ms);
                 ObjectNode out = FlinkJson.MAPPER.createObjectNode();
                 out.put("epoch", l.epoch);
+                out.put("lease-id", l.leaseId);
                 out.put("expires-at", Instant.now().plusMillis(ms).toString());
                 return FakeJobstore.json(200, out);
             }
             case "renew": {
-                ObjectNode b = body(raw, "holder", "epoch", "duration-ms");
+                ObjectNode b = body(raw, "holder", "epoch", "lease-id", "duration-ms");
                 long ms = positive(b, "duration-ms");
-                if (!live || !l.holder.equals(text(b, "holder")) || l.epoch != epochOf(b)) {
-                    return conflict("fenced: the epoch is not the cluster's live lease");
+                String holder = text(b, "holder");
+                if (!live || !l.holder.equals(holder) || l.epoch != epochOf(b) || !l.leaseId.equals(leaseIdOf(b))) {
+                    return conflict(FENCED);
                 }
                 extend(c, now, ms);
                 ObjectNode out = FlinkJson.MAPPER.createObjectNode();
@@ -154,11 +181,14 @@ final class FakeJobstoreHa {
                 return FakeJobstore.json(200, out);
             }
             case "release": {
-                ObjectNode b = body(raw, "holder", "epoch");
-                boolean released = live && l.holder.equals(text(b, "holder")) && l.epoch == epochOf(b);
+                ObjectNode b = body(raw, "holder", "epoch", "lease-id");
+                String holder = text(b, "holder");
+                long epoch = epochOf(b);
+                String leaseId = leaseIdOf(b);
+                boolean released = live && l.holder.equals(holder) && l.epoch == epoch && l.leaseId.equals(leaseId);
                 if (released) {
                     l.expiresNanos = now;
-                    c.expiryByEpoch.put(l.epoch, now);
+                    c.expiryByLeaseId.put(l.leaseId, now);
                 }
                 ObjectNode out = FlinkJson.MAPPER.createObjectNode();
                 out.put("released", released);
@@ -171,11 +201,14 @@ final class FakeJobstoreHa {
 
     private static void extend(Cluster c, long now, long ms) {
         c.lease.expiresNanos = now + ms * 1_000_000L;
-        c.expiryByEpoch.put(c.lease.epoch, c.lease.expiresNanos);
+        c.expiryByLeaseId.put(c.lease.leaseId, c.lease.expiresNanos);
     }
 
-    private static void fence(Cluster c, long epoch, long now) {
-        if (c.lease == null || c.lease.epoch != epoch || now >= c.lease.expiresNanos) {
+    /** The body's epoch and lease id (both required) name the live lease, else {@link Fenced}. */
+    private static void fence(Cluster c, ObjectNode b, long now) {
+        long epoch = epochOf(b);
+        String leaseId = leaseIdOf(b);
+        if (c.lease == null || c.lease.epoch != epoch || !c.lease.leaseId.equals(leaseId) || now >= c.lease.expiresNanos) {
             throw new Fenced();
         }
     }
@@ -225,9 +258,9 @@ final class FakeJobstoreHa {
                 return i == null ? new FakeJobstore.Answer(404, FakeJobstore.error("no leader information")) : FakeJobstore.json(200, i);
             }
             case "PUT": {
-                ObjectNode b = body(raw, "epoch", "address", "session-id");
+                ObjectNode b = body(raw, "epoch", "lease-id", "address", "session-id");
                 long epoch = epochOf(b);
-                if (!fenced(c, epoch, now)) {
+                if (!fenced(c, b, now)) {
                     ObjectNode i = FlinkJson.MAPPER.createObjectNode();
                     i.put("component", component);
                     i.put("epoch", epoch);
@@ -239,12 +272,11 @@ final class FakeJobstoreHa {
                     notifyAll();
                     return FakeJobstore.json(200, i);
                 }
-                return conflict("fenced: the epoch is not the cluster's live lease");
+                return conflict(FENCED);
             }
             case "DELETE": {
-                long epoch = epochOf(body(raw, "epoch"));
-                if (fenced(c, epoch, now)) {
-                    return conflict("fenced: the epoch is not the cluster's live lease");
+                if (fenced(c, body(raw, "epoch", "lease-id"), now)) {
+                    return conflict(FENCED);
                 }
                 if (c.leaderInfo.remove(component) != null) {
                     c.leaderVersion++;
@@ -257,9 +289,9 @@ final class FakeJobstoreHa {
         }
     }
 
-    private static boolean fenced(Cluster c, long epoch, long now) {
+    private static boolean fenced(Cluster c, ObjectNode b, long now) {
         try {
-            fence(c, epoch, now);
+            fence(c, b, now);
             return false;
         } catch (Fenced e) {
             return true;
@@ -277,14 +309,49 @@ final class FakeJobstoreHa {
             if (!method.equals("GET")) {
                 return new FakeJobstore.Answer(405, FakeJobstore.error("method not allowed"));
             }
-            String job = query.get("job");
-            ObjectNode out = FlinkJson.MAPPER.createObjectNode();
-            ArrayNode all = out.putArray("state-handles");
-            for (ObjectNode h : c.handles.values()) {
-                if (h.path("kind").asText().equals(kind) && (job == null || job.equals(h.path("job").asText(null)))) {
-                    all.add(h);
+            for (String q : query.keySet()) {
+                if (!Arrays.asList("job", "limit", "after").contains(q)) {
+                    throw new BadRequest("unknown query parameter " + q);
                 }
             }
+            String job = query.get("job");
+            int limit = 1000;
+            if (query.containsKey("limit")) {
+                try {
+                    limit = Integer.parseInt(query.get("limit"));
+                } catch (NumberFormatException e) {
+                    limit = -1;
+                }
+                if (limit < 1 || limit > 10_000) {
+                    throw new BadRequest("limit must be 1 to 10000");
+                }
+            }
+            String after = query.get("after");
+            ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+            ArrayNode all = out.putArray("state-handles");
+            String last = null;
+            boolean more = false;
+            for (ObjectNode h : c.handles.values()) {
+                String entry = h.path("name").asText();
+                if (!h.path("kind").asText().equals(kind)
+                        || !(job == null ? h.path("job").isNull() : job.equals(h.path("job").asText(null)))
+                        || (after != null && entry.compareTo(after) <= 0)) {
+                    continue;
+                }
+                if (all.size() >= Math.min(limit, pageCap)) {
+                    more = true;
+                    break;
+                }
+                all.add(h);
+                last = entry;
+            }
+            // the handles map is ordered by kind, job, name: one kind and job come in name order
+            if (more) {
+                out.put("next", last);
+            } else {
+                out.putNull("next");
+            }
+            pages++;
             return FakeJobstore.json(200, out);
         }
         if (method.equals("GET")) {
@@ -293,12 +360,14 @@ final class FakeJobstoreHa {
         }
         ObjectNode b =
                 mark || method.equals("DELETE")
-                        ? body(raw, "epoch", "job")
-                        : body(raw, "epoch", "job", "expected-version", "handle");
+                        ? body(raw, "epoch", "lease-id", "job")
+                        : method.equals("POST")
+                                ? body(raw, "epoch", "lease-id", "job", "handle")
+                                : body(raw, "epoch", "lease-id", "job", "expected-version", "handle");
         String job = b.hasNonNull("job") ? b.get("job").asText() : null;
         String key = key(kind, job, name);
-        if (fenced(c, epochOf(b), now)) {
-            return conflict("fenced: the epoch is not the cluster's live lease");
+        if (fenced(c, b, now)) {
+            return conflict(FENCED);
         }
         ObjectNode h = c.handles.get(key);
         ObjectNode version = FlinkJson.MAPPER.createObjectNode();
@@ -368,9 +437,9 @@ final class FakeJobstoreHa {
             Long v = c.counters.get(job);
             return v == null ? notFound() : FakeJobstore.json(200, out.put("value", v));
         }
-        ObjectNode b = method.equals("PUT") ? body(raw, "epoch", "value") : body(raw, "epoch");
-        if (fenced(c, epochOf(b), now)) {
-            return conflict("fenced: the epoch is not the cluster's live lease");
+        ObjectNode b = method.equals("PUT") ? body(raw, "epoch", "lease-id", "value") : body(raw, "epoch", "lease-id");
+        if (fenced(c, b, now)) {
+            return conflict(FENCED);
         }
         if (increment && method.equals("POST")) {
             long v = c.counters.getOrDefault(job, 1L);
@@ -427,6 +496,19 @@ final class FakeJobstoreHa {
         return v.asLong();
     }
 
+    /** The body's lease id: required, a hyphenated UUID (36 characters), else 400. */
+    private static String leaseIdOf(ObjectNode b) {
+        JsonNode v = b.get("lease-id");
+        if (v == null || !v.isTextual()) {
+            throw new BadRequest("lease-id is required");
+        }
+        String id = v.asText();
+        if (id.length() != 36 || !id.matches("[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")) {
+            throw new BadRequest("lease-id must be the UUID (8-4-4-4-12 hex digits) that the acquisition answered");
+        }
+        return id.toLowerCase(java.util.Locale.ROOT);
+    }
+
     private static long positive(ObjectNode b, String field) {
         JsonNode v = b.get(field);
         if (v == null || !v.isIntegralNumber() || v.asLong() < 1) {
@@ -447,17 +529,25 @@ final class FakeJobstoreHa {
 
     /** The live lease's epoch (0: none live). */
     synchronized long liveEpoch(String cluster) {
+        HaApi.Lease l = liveLease(cluster);
+        return l == null ? 0 : l.epoch;
+    }
+
+    /** The live lease (null: none live). */
+    synchronized HaApi.Lease liveLease(String cluster) {
         Cluster c = clusters.get(cluster);
-        return c == null || c.lease == null || System.nanoTime() >= c.lease.expiresNanos ? 0 : c.lease.epoch;
+        return c == null || c.lease == null || System.nanoTime() >= c.lease.expiresNanos
+                ? null
+                : new HaApi.Lease(c.lease.epoch, c.lease.leaseId);
     }
 
     synchronized String liveHolder(String cluster) {
-        return liveEpoch(cluster) == 0 ? null : clusters.get(cluster).lease.holder;
+        return liveLease(cluster) == null ? null : clusters.get(cluster).lease.holder;
     }
 
-    /** When (System.nanoTime) the lease of that epoch expired or expires, as last extended. */
-    synchronized long expiryNanos(String cluster, long epoch) {
-        Long e = clusters.get(cluster).expiryByEpoch.get(epoch);
+    /** When (System.nanoTime) the lease of that lease id expired or expires, as last extended. */
+    synchronized long expiryNanos(String cluster, String leaseId) {
+        Long e = clusters.get(cluster).expiryByLeaseId.get(leaseId);
         return e == null ? Long.MIN_VALUE : e;
     }
 
@@ -466,8 +556,35 @@ final class FakeJobstoreHa {
         Cluster c = clusters.get(cluster);
         if (c != null && c.lease != null) {
             c.lease.expiresNanos = System.nanoTime();
-            c.expiryByEpoch.put(c.lease.epoch, c.lease.expiresNanos);
+            c.expiryByLeaseId.put(c.lease.leaseId, c.lease.expiresNanos);
         }
+    }
+
+    /**
+     * Loses the last acquisition, as a database failover that loses its commit: the lease row goes
+     * back to what it was before (the previous epoch, lease id, holder and expiry; no row before
+     * the first acquisition). The HA entries written under the lost lease stay (a test that needs
+     * them gone removes them). The next acquisition by anyone then gets the lost epoch again, with a
+     * new lease id.
+     */
+    synchronized void loseLastAcquisition(String cluster) {
+        Cluster c = clusters.get(cluster);
+        if (c == null || !c.acquired) {
+            throw new IllegalStateException("no acquisition to lose in cluster " + cluster);
+        }
+        c.lease = c.beforeLastAcquisition;
+        c.beforeLastAcquisition = null;
+        c.acquired = false;
+    }
+
+    /** Listing pages hold at most this many handles from now on (at least 1), whatever their limit. */
+    synchronized void pageCap(int handles) {
+        pageCap = Math.max(1, handles);
+    }
+
+    /** How many listing pages were served. */
+    synchronized long pages() {
+        return pages;
     }
 
     synchronized JsonNode handleEntry(String cluster, String kind, String job, String name) {

@@ -194,6 +194,11 @@ final class HaSelfTest {
             return backend.leadership.currentEpoch();
         }
 
+        /** The lease of the current term (null: not leading). */
+        HaApi.Lease lease() {
+            return backend.leadership.currentLease();
+        }
+
         void awaitGrants(int n) throws InterruptedException {
             await("grant", n);
         }
@@ -230,12 +235,14 @@ final class HaSelfTest {
         configuration();
         election();
         faults();
+        lostAcquisition();
         replicaFailover();
         fencing();
         externalChanges();
         retrieval();
         stateHandles();
         stateHandleFaults();
+        pagedListing();
         counter();
         flinkServices();
     }
@@ -249,6 +256,7 @@ final class HaSelfTest {
         externalChanges();
         retrieval();
         stateHandles();
+        pagedListing();
         counter();
         flinkServices();
     }
@@ -298,14 +306,19 @@ final class HaSelfTest {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
                 long e1 = a.epoch();
+                HaApi.Lease l1 = a.lease();
                 PluginSelfTest.check(e1 > 0 && a.driver.hasLeadership(), "a leads with epoch " + e1);
+                PluginSelfTest.check(l1.leaseId.matches("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
+                        "a's lease id is a UUID: " + l1.leaseId);
+                PluginSelfTest.check(l1.toString().contains(l1.leaseId.substring(0, 8))
+                        && !l1.toString().contains(l1.leaseId), "the lease logs its id short: " + l1);
                 b.start();
                 Thread.sleep(4 * RENEW.toMillis());
                 PluginSelfTest.checkEq(Collections.emptyList(), b.events.log, "b's events while a leads");
                 PluginSelfTest.check(!b.driver.hasLeadership(), "b does not lead");
                 PluginSelfTest.checkEq(Collections.singletonList("grant"), a.events.log, "a's events");
                 if (fake != null) {
-                    PluginSelfTest.checkEq(e1, fake.ha.liveEpoch(cluster), "the fake's live epoch");
+                    PluginSelfTest.checkEq(l1, fake.ha.liveLease(cluster), "the fake's live lease");
                     PluginSelfTest.checkEq(a.backend.leadership.holder, fake.ha.liveHolder(cluster), "holder");
                 }
                 long closed = System.nanoTime();
@@ -314,6 +327,7 @@ final class HaSelfTest {
                 long ms = (b.events.nanos.get(0) - closed) / 1_000_000;
                 PluginSelfTest.check(ms < LEASE.toMillis(), "b granted " + ms + " ms after a closed: the lease was released, not left to expire");
                 PluginSelfTest.check(b.epoch() > e1, "b's epoch " + b.epoch() + " > " + e1);
+                PluginSelfTest.check(!b.lease().leaseId.equals(l1.leaseId), "b's lease id is new");
                 PluginSelfTest.check(!b.events.sessions.get(0).equals(a.events.sessions.get(0)), "new session id");
                 a.events.checkAlternating();
                 b.events.checkAlternating();
@@ -330,17 +344,23 @@ final class HaSelfTest {
             revokedInTime(FakeJobstore.Fault.HANG);
         });
         t.test("lease driver: renewals that land but whose answers are lost -> revoked by the deadline; the next"
-                + " term gets a new epoch although jobstore still holds the old one live for this JobManager", () -> {
+                + " term gets a new epoch and lease id although jobstore still holds the old lease live for this"
+                + " JobManager (acquiring answers the old lease id: released, acquired again)", () -> {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading()) {
                 long e1 = a.epoch();
+                HaApi.Lease l1 = a.lease();
                 fake.fail("POST", "/ha/lease/renew", FakeJobstore.Fault.APPLY_THEN_503, -1);
                 try {
                     a.awaitRevocations(1);
-                    PluginSelfTest.checkEq(e1, fake.ha.liveEpoch(cluster), "jobstore still holds the old term live");
+                    PluginSelfTest.checkEq(l1, fake.ha.liveLease(cluster), "jobstore still holds the old term live");
                     a.awaitGrants(2);
                     PluginSelfTest.check(a.epoch() > e1, "new epoch " + a.epoch() + " > " + e1);
-                    PluginSelfTest.checkEq(a.epoch(), fake.ha.liveEpoch(cluster), "the live lease is the new term's");
+                    PluginSelfTest.check(!a.lease().leaseId.equals(l1.leaseId), "new lease id");
+                    PluginSelfTest.checkEq(a.lease(), fake.ha.liveLease(cluster), "the live lease is the new term's");
+                    PluginSelfTest.check(fake.requests("POST", "/ha/lease/release").stream()
+                                    .anyMatch(r -> r.body.contains(l1.leaseId) && r.status == 200),
+                            "the earlier term's lease was released");
                 } finally {
                     fake.clearFaults();
                 }
@@ -374,16 +394,129 @@ final class HaSelfTest {
         });
     }
 
+    /** The port of a replica's URL (http://127.0.0.1:PORT). */
+    private static int port(String url) {
+        return Integer.parseInt(url.substring(url.lastIndexOf(':') + 1));
+    }
+
+    private void lostAcquisition() {
+        t.test("lease driver: a database failover loses the leader's acquisition (the lease row back to the earlier"
+                + " epoch) -> another JobManager acquires the same epoch with a new lease id; the first one's writes"
+                + " (leader information, state handle, counter) are refused, it revokes, waits, and never writes"
+                + " under the other's lease", () -> {
+            String cluster = cluster();
+            String first = fake.addReplica();
+            try (Process a = new Process(first, cluster).leading(); Process b = new Process(fake.url(), cluster)) {
+                HaApi.Lease la = a.lease();
+                UUID sa = a.events.sessions.get(0);
+                a.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(sa, "pekko://a/d"));
+                waitFor("a's leader information", 5_000, () -> fake.ha.leaderEntry(cluster, "dispatcher") != null);
+                // a's renewals do not get through for a while: b acquires before a learns of the loss
+                fake.fail("POST", "/ha/lease/renew", FakeJobstore.Fault.STATUS_503, -1);
+                long lost = System.nanoTime();
+                fake.ha.loseLastAcquisition(cluster);
+                HaApi.Lease lb;
+                String job = new JobID().toHexString();
+                try {
+                    b.start();
+                    b.awaitGrants(1);
+                    lb = b.lease();
+                    PluginSelfTest.checkEq(la.epoch, lb.epoch, "b acquired the lost epoch again");
+                    PluginSelfTest.check(!lb.leaseId.equals(la.leaseId), "with a new lease id: " + lb + " vs " + la);
+                    PluginSelfTest.check(!la.equals(lb), "the two leases differ");
+                    PluginSelfTest.checkEq(la, a.lease(), "a still holds its term locally (its deadline has not passed)");
+                    UUID sb = b.events.sessions.get(0);
+                    b.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(sb, "pekko://b/d"));
+                    waitFor("b's leader information", 5_000, () -> {
+                        return "pekko://b/d".equals(fake.ha.leaderEntry(cluster, "dispatcher").path("address").asText());
+                    });
+                    // a writes as it believes it leads: every write names a's lease and is refused
+                    a.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(sa, "pekko://a/d2"));
+                    CheckpointIDCounter counter =
+                            new JobstoreCheckpointIDCounter(a.backend.api, a.backend.leadership, new JobID(), io);
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, counter::getAndIncrement);
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> a.backend.api.addHandle(a.backend.leadership.heldLease(), HaApi.EXECUTION_PLAN, null, job,
+                                    new byte[] {1}));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> a.backend.api.publishLeaderInfo(a.backend.leadership.heldLease(), "resourcemanager",
+                                    "pekko://a/rm", sa.toString()));
+                    waitFor("a's own leader-info write refused", 5_000, () -> fake.requests("PUT", "/ha/leader-info/dispatcher")
+                            .stream().anyMatch(r -> r.port == port(first) && r.nanos > lost && r.status == 409));
+                } finally {
+                    fake.clearFaults();
+                }
+                a.awaitRevocations(1);
+                PluginSelfTest.check(!a.driver.hasLeadership() && b.driver.hasLeadership(), "b leads, a does not");
+                long ms = (a.events.nanos.get(1) - lost) / 1_000_000;
+                System.out.println("# lost acquisition: a revoked " + ms + " ms after the loss (lease " + LEASE.toMillis()
+                        + " ms, its renewals failing until b led)");
+                Thread.sleep(3 * RENEW.toMillis());
+                PluginSelfTest.checkEq(Arrays.asList("grant", "revoke"), a.events.log, "a waits while b leads");
+                PluginSelfTest.checkEq(lb, fake.ha.liveLease(cluster), "b's lease is the live one");
+                PluginSelfTest.checkEq("pekko://b/d", fake.ha.leaderEntry(cluster, "dispatcher").path("address").asText(),
+                        "b's leader information stands");
+                PluginSelfTest.check(fake.ha.leaderEntry(cluster, "resourcemanager") == null, "a's resourcemanager refused");
+                PluginSelfTest.check(fake.ha.handleEntry(cluster, HaApi.EXECUTION_PLAN, null, job) == null, "a's handle refused");
+                int aWrites = 0;
+                for (FakeJobstore.Request r : fake.requests()) {
+                    if (r.port != port(first) || !r.path.contains(cluster)) {
+                        continue;
+                    }
+                    PluginSelfTest.check(!r.body.contains(lb.leaseId), "a named b's lease: " + r + " " + r.body);
+                    if (r.nanos > lost && !r.method.equals("GET") && !r.path.contains("/lease/")) {
+                        aWrites++;
+                        PluginSelfTest.checkEq(409, r.status, "a's write after the loss: " + r + " " + r.body);
+                    }
+                }
+                PluginSelfTest.check(aWrites >= 3, "a's writes after the loss reached jobstore: " + aWrites);
+                b.driver.close();
+                a.awaitGrants(2);
+                PluginSelfTest.check(a.epoch() > lb.epoch, "a's next term has a higher epoch: " + a.lease());
+                a.events.checkAlternating();
+                b.events.checkAlternating();
+            } finally {
+                fake.clearFaults();
+                fake.stopReplica(first);
+            }
+        });
+        t.test("lease driver: a database failover loses the leader's own acquisition and no one else takes the lease"
+                + " -> its renewal is refused, it revokes; acquiring again answers the same epoch with a new lease id:"
+                + " a new term, led on with a new session; only the new lease writes", () -> {
+            String cluster = cluster();
+            try (Process a = new Process(urls, cluster).leading()) {
+                HaApi.Lease l1 = a.lease();
+                fake.ha.loseLastAcquisition(cluster);
+                a.awaitRevocations(1);
+                a.awaitGrants(2);
+                HaApi.Lease l2 = a.lease();
+                PluginSelfTest.checkEq(l1.epoch, l2.epoch, "the same epoch again");
+                PluginSelfTest.check(!l1.leaseId.equals(l2.leaseId), "a new lease id");
+                PluginSelfTest.check(!l1.equals(l2) && l2.equals(new HaApi.Lease(l2.epoch, l2.leaseId))
+                        && l2.hashCode() == new HaApi.Lease(l2.epoch, l2.leaseId).hashCode(), "Lease equality");
+                PluginSelfTest.checkEq(l2, fake.ha.liveLease(cluster), "the live lease");
+                PluginSelfTest.check(!a.events.sessions.get(0).equals(a.events.sessions.get(1)), "new session id");
+                String job = new JobID().toHexString();
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> a.backend.api.getAndIncrement(l1, job));
+                PluginSelfTest.checkEq(1L, a.backend.api.getAndIncrement(a.backend.leadership.heldLease(), job), "the new term writes");
+                Thread.sleep(2 * RENEW.toMillis());
+                PluginSelfTest.checkEq(Arrays.asList("grant", "revoke", "grant"), a.events.log, "the new term holds");
+                a.events.checkAlternating();
+            }
+        });
+    }
+
     private void revokedInTime(FakeJobstore.Fault fault) throws Exception {
         String cluster = cluster();
         try (Process a = new Process(urls, cluster).leading()) {
             long e1 = a.epoch();
+            HaApi.Lease l1 = a.lease();
             Thread.sleep(2 * RENEW.toMillis());
             fake.fail("POST", "/ha/lease/", fault, -1);
             try {
                 a.awaitRevocations(1);
                 long revoked = a.events.nanos.get(1);
-                long expiry = fake.ha.expiryNanos(cluster, e1);
+                long expiry = fake.ha.expiryNanos(cluster, l1.leaseId);
                 PluginSelfTest.check(revoked < expiry,
                         "revoked " + (expiry - revoked) / 1_000_000 + " ms before the lease expired in jobstore"
                                 + " (must be > 0)");
@@ -426,11 +559,13 @@ final class HaSelfTest {
 
     private void fencing() {
         t.test("fencing: leader information is written with the leader's epoch; once the lease passed on, writes"
-                + " with the old epoch (publish, delete, state handle, counter) fail with NotLeaderException and"
-                + " change nothing; a driver that does not lead writes nothing", () -> {
+                + " with the old lease, or with the live epoch and another lease id (publish, delete, state handles,"
+                + " counter, cleanups, renew, release) fail with NotLeaderException (or are refused) and change"
+                + " nothing; a driver that does not lead writes nothing", () -> {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
                 long e1 = a.epoch();
+                HaApi.Lease l1 = a.lease();
                 UUID session = a.events.sessions.get(0);
                 a.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(session, "pekko://a/dispatcher"));
                 HaApi api = a.backend.api;
@@ -450,19 +585,37 @@ final class HaSelfTest {
                 b.start();
                 b.awaitGrants(1);
                 String job = new JobID().toHexString();
-                PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                        () -> api.publishLeaderInfo(e1, "dispatcher", "pekko://stale", UUID.randomUUID().toString()));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteLeaderInfo(e1, "dispatcher"));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                        () -> api.addHandle(e1, HaApi.EXECUTION_PLAN, null, job, new byte[] {1, 2}));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.getAndIncrement(e1, job));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.setCounter(e1, job, 7));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupJob(e1, job));
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupCluster(e1));
+                // the old lease, and the live epoch with a lease id that is not the live one
+                HaApi.Lease forged = new HaApi.Lease(b.epoch(), UUID.randomUUID().toString());
+                for (HaApi.Lease stale : Arrays.asList(l1, forged)) {
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.publishLeaderInfo(stale, "dispatcher", "pekko://stale", UUID.randomUUID().toString()));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteLeaderInfo(stale, "dispatcher"));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.addHandle(stale, HaApi.EXECUTION_PLAN, null, job, new byte[] {1, 2}));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.replaceHandle(stale, HaApi.EXECUTION_PLAN, null, job, 1, new byte[] {1, 2}));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.markForDeletion(stale, HaApi.EXECUTION_PLAN, null, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                            () -> api.removeHandle(stale, HaApi.EXECUTION_PLAN, null, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.getAndIncrement(stale, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.setCounter(stale, job, 7));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteCounter(stale, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupJob(stale, job));
+                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupCluster(stale));
+                    PluginSelfTest.check(!a.backend.leaseApi.renew(a.backend.leadership.holder, stale, LEASE, Duration.ofSeconds(2)),
+                            "renewing " + stale + " is refused");
+                    PluginSelfTest.check(!b.backend.leaseApi.renew(b.backend.leadership.holder, stale, LEASE, Duration.ofSeconds(2)),
+                            "b renewing " + stale + " is refused");
+                    PluginSelfTest.check(!b.backend.leaseApi.release(b.backend.leadership.holder, stale, Duration.ofSeconds(2)),
+                            "b releasing " + stale + " does nothing");
+                }
+                PluginSelfTest.check(b.driver.hasLeadership(), "b still leads");
                 PluginSelfTest.checkEq("pekko://a/dispatcher", listing(api).records.get("dispatcher").address, "unchanged");
                 PluginSelfTest.check(api.getHandle(HaApi.EXECUTION_PLAN, null, job) == null, "no handle");
                 PluginSelfTest.check(api.counter(job) == null, "no counter");
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> a.backend.leadership.epoch());
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> a.backend.leadership.heldLease());
 
                 // a non-leading driver: publishing does nothing
                 try (Process c = new Process(urls, cluster).start()) {
@@ -482,7 +635,7 @@ final class HaSelfTest {
         t.test("lease driver: leader information overwritten or deleted by someone else is reported to the listener", () -> {
             String cluster = cluster();
             try (Process a = new Process(urls, cluster).leading()) {
-                long e = a.epoch();
+                HaApi.Lease e = a.lease();
                 UUID session = a.events.sessions.get(0);
                 a.driver.publishLeaderInformation("resourcemanager", LeaderInformation.known(session, "pekko://a/rm"));
                 waitFor("the published information reported", 5_000, () -> a.events.register != null
@@ -530,7 +683,7 @@ final class HaSelfTest {
             try (Process a = new Process(urls, cluster).leading();
                     Process b = new Process(urls, cluster);
                     Process watcher = new Process(urls, cluster)) {
-                long e1 = a.epoch();
+                HaApi.Lease e1 = a.lease();
                 Seen seen = new Seen();
                 LeaderRetrievalService rs = watcher.backend.watcher.retrievalService("dispatcher");
                 rs.start(seen);
@@ -554,9 +707,9 @@ final class HaSelfTest {
                 b.start();
                 b.awaitGrants(1);
                 UUID s2 = b.events.sessions.get(0);
-                b.backend.api.publishLeaderInfo(b.epoch(), "resourcemanager", "pekko://b/rm", s2.toString());
+                b.backend.api.publishLeaderInfo(b.lease(), "resourcemanager", "pekko://b/rm", s2.toString());
                 waitFor("a's stale dispatcher reported as no leader", 3_000, () -> "null/null".equals(seen.last()));
-                b.backend.api.publishLeaderInfo(b.epoch(), "dispatcher", "pekko://b/d", s2.toString());
+                b.backend.api.publishLeaderInfo(b.lease(), "dispatcher", "pekko://b/d", s2.toString());
                 waitFor("b's dispatcher", 3_000, () -> ("pekko://b/d/" + s2).equals(seen.last()));
                 PluginSelfTest.checkEq(
                         Arrays.asList("pekko://a/d1/" + s1, "pekko://a/d2/" + s1, "null/null", "pekko://a/d3/" + s1,
@@ -583,7 +736,7 @@ final class HaSelfTest {
         final HaApi api;
         final Leadership leadership = new Leadership(Leadership.newHolderId(), Duration.ofMinutes(1), Duration.ofSeconds(1));
         final JobstoreStateHandleStore<String> store;
-        final long epoch;
+        final HaApi.Lease held;
         final String job;
 
         Store(int retries, String replicas, String kind, String job) throws Exception {
@@ -591,8 +744,8 @@ final class HaSelfTest {
             dir = Files.createTempDirectory("jobstore-ha-selftest");
             api = new HaApi(client(replicas, cluster, retries), leadership::suspect);
             HaApi lease = new HaApi(client(urls, cluster, 2), () -> {});
-            epoch = lease.acquire(leadership.holder, leadership.lease, Duration.ofSeconds(2));
-            leadership.lead(epoch, System.nanoTime() + leadership.lease.toNanos() / 2);
+            held = lease.acquire(leadership.holder, leadership.lease, Duration.ofSeconds(2));
+            leadership.lead(held, System.nanoTime() + leadership.lease.toNanos() / 2);
             store = new JobstoreStateHandleStore<>(
                     api, leadership, new FileSystemStateStorageHelper<>(new Path(dir.toUri()), "selftest"), kind, job);
         }
@@ -660,7 +813,7 @@ final class HaSelfTest {
             try (Store s = new Store(2, urls, HaApi.APPLICATION, null)) {
                 s.store.addAndLock("m", "marked");
                 s.store.addAndLock("n", "kept");
-                PluginSelfTest.checkEq(200, s.api.markForDeletion(s.epoch, HaApi.APPLICATION, null, "m").status, "marked");
+                PluginSelfTest.checkEq(200, s.api.markForDeletion(s.held, HaApi.APPLICATION, null, "m").status, "marked");
                 PluginSelfTest.check(!s.store.exists("m").isExisting(), "exists -> not existing");
                 PluginSelfTest.expect(StateHandleStore.NotExistException.class, () -> s.store.getAndLock("m"));
                 PluginSelfTest.checkEq(Collections.singletonList("n"), sorted(s.store.getAllHandles()), "names");
@@ -687,7 +840,7 @@ final class HaSelfTest {
                 PluginSelfTest.check(s.store.releaseAndTryRemove("never"), "absent: true");
                 // interrupted after phase 1
                 String job = s.job;
-                s.api.markForDeletion(s.epoch, HaApi.CHECKPOINT, job, "y");
+                s.api.markForDeletion(s.held, HaApi.CHECKPOINT, job, "y");
                 PluginSelfTest.checkEq(1, s.files(), "y's state still there while only marked");
                 PluginSelfTest.check(s.store.releaseAndTryRemove("y"), "finished");
                 PluginSelfTest.checkEq(0, s.files(), "y's state discarded");
@@ -743,6 +896,51 @@ final class HaSelfTest {
                 PluginSelfTest.check(e instanceof IOException && !(e instanceof PossibleInconsistentStateException),
                         "an IOException, not a possible inconsistency: " + e);
                 PluginSelfTest.checkEq(0, s.files(), "state discarded");
+            }
+        });
+    }
+
+    private void pagedListing() {
+        if (fake == null) {
+            t.test("state handles: a listing past one page (80 handles of 60000 bytes: jobstore cuts a page after"
+                    + " 4 MiB) -> every entry once, in name order", () -> {
+                try (Store s = new Store(2, urls, HaApi.CHECKPOINT, new JobID().toHexString())) {
+                    List<String> names = new ArrayList<>();
+                    for (int i = 0; i < 80; i++) {
+                        String name = String.format("cp-%02d", i);
+                        names.add(name);
+                        byte[] big = new byte[60_000];
+                        Arrays.fill(big, (byte) i);
+                        s.api.addHandle(s.held, HaApi.CHECKPOINT, s.job, name, big);
+                    }
+                    List<HaApi.Handle> all = s.api.listHandles(HaApi.CHECKPOINT, s.job);
+                    PluginSelfTest.checkEq(names, all.stream().map(h -> h.name).collect(Collectors.toList()), "names");
+                    PluginSelfTest.check(all.stream().allMatch(h -> h.bytes.length == 60_000), "every handle whole");
+                    PluginSelfTest.checkEq(79, (int) all.get(79).bytes[0], "the last handle's bytes");
+                }
+            });
+            return;
+        }
+        t.test("state handles: a listing of several pages (the fake's pages hold 2 handles) -> every entry once, in"
+                + " name order; other jobs' entries are not listed", () -> {
+            try (Store s = new Store(2, urls, HaApi.CHECKPOINT, new JobID().toHexString())) {
+                List<String> names = new ArrayList<>();
+                for (int i = 0; i < 7; i++) {
+                    names.add("cp-" + i);
+                    s.api.addHandle(s.held, HaApi.CHECKPOINT, s.job, "cp-" + i, new byte[] {(byte) i});
+                }
+                s.api.addHandle(s.held, HaApi.CHECKPOINT, new JobID().toHexString(), "cp-other", new byte[] {9});
+                fake.ha.pageCap(2);
+                try {
+                    long before = fake.ha.pages();
+                    List<HaApi.Handle> all = s.api.listHandles(HaApi.CHECKPOINT, s.job);
+                    PluginSelfTest.checkEq(names, all.stream().map(h -> h.name).collect(Collectors.toList()), "names");
+                    PluginSelfTest.checkEq(4L, fake.ha.pages() - before, "pages (2 + 2 + 2 + 1)");
+                    PluginSelfTest.checkEq(6, (int) all.get(6).bytes[0], "the last page's handle");
+                    PluginSelfTest.checkEq(names, sorted(s.store.getAllHandles()), "the store's names");
+                } finally {
+                    fake.ha.pageCap(Integer.MAX_VALUE);
+                }
             }
         });
     }
@@ -903,7 +1101,7 @@ final class HaSelfTest {
                 PluginSelfTest.checkEq(Collections.emptyList(), c2.events, "s2 waits");
 
                 JobstoreLeaderElectionHaServices.Backend b1 = ((JobstoreLeaderElectionHaServices) s1).backend();
-                b1.api.publishLeaderInfo(b1.leadership.currentEpoch(), "dispatcher", "pekko://intruder", UUID.randomUUID().toString());
+                b1.api.publishLeaderInfo(b1.leadership.currentLease(), "dispatcher", "pekko://intruder", UUID.randomUUID().toString());
                 waitFor("the confirmed information published again", 5_000, () -> {
                     try {
                         return "pekko://jm1/dispatcher".equals(listing(b1.api).records.get("dispatcher").address);

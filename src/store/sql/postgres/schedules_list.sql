@@ -1,0 +1,7 @@
+-- The times come as epoch milliseconds: a row written past what a timestamp decoder holds
+-- (by hand) is an error naming the row, not a panic.
+-- $1 cluster: its schedule and the overrides of its jobs, the cluster's first
+SELECT cluster_id, NULLIF(job_id, '') AS job_id, interval_ms, kind, target_directory, format_type,
+       CASE WHEN isfinite(next_due_at) THEN CAST(floor(extract(epoch FROM next_due_at) * 1000) AS bigint) END AS next_due_at_ms,
+       CASE WHEN isfinite(last_triggered_at) THEN CAST(floor(extract(epoch FROM last_triggered_at) * 1000) AS bigint) END AS last_triggered_at_ms
+  FROM savepoint_schedules s WHERE cluster_id = $1 ORDER BY s.job_id
