@@ -19,7 +19,8 @@ import signal
 import subprocess
 import time
 
-from harness import STARTED, Fail, Proc, free_ports, http, log, on_teardown, random_hex, run, snippet, wait_for
+import harness
+from harness import STARTED, Fail, Proc, free_ports, http, log, on_teardown, random_hex, run, snippet, wait_for, within
 
 PG_BIN = os.environ.get("PATRONI_PG_BIN", "/usr/lib/postgresql/15/bin")
 OS_USER = "postgres"
@@ -154,6 +155,12 @@ class Node:
         }
 
     def start(self):
+        """Starts (or restarts) Patroni; its process belongs to the cluster's scope, also when a
+        scenario restarts it."""
+        with within(self.cluster.owner):
+            return self._start()
+
+    def _start(self):
         own_folder(self.dir)
         pw = pwd.getpwnam(OS_USER)
         with open(self.config_path, "w") as f:
@@ -255,6 +262,7 @@ class Cluster:
         os.chmod(self.dir, 0o755)  # the nodes' own folders below are 0700
         self.mode = mode
         self.ttl = ttl
+        self.owner = harness._SCOPES[-1]  # the scope that stops the cluster
         self.scope = f"jobstore-{mode}-{random_hex(3)}"
         self.etcd = Etcd(os.path.join(folder, "etcd"))
         self.nodes = [Node(self, "node1"), Node(self, "node2")]
