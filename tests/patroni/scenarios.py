@@ -671,6 +671,14 @@ class Env:
         self.scenario_switchover(label, url, "multi-host")
 
 
+def _flink(self, label):
+    import flink_failover
+    flink_failover.run(self, label)
+
+
+Env.scenario_flink = _flink
+
+
 def summarize(statuses):
     out = {}
     for s in statuses:
