@@ -615,8 +615,10 @@ async fn finish(
     match store.complete_operation(key, &outcome, Some(fence)).await {
         Ok(_) => {
             let how = match &outcome {
+                Outcome::Location(_) => "location",
+                Outcome::Checkpoint(_) => "checkpoint",
+                Outcome::Disposed => "disposed",
                 Outcome::FailureCause(_) => "failure_cause",
-                _ => "location",
             };
             metrics.operations_completed.with_label_values(&[how]).inc();
             tracing::info!(?outcome, "savepoint operation completed");

@@ -1,7 +1,7 @@
 //! A small client for the savepoint part of Flink's REST API, and the rules for the Flink
 //! REST URLs it may be pointed at (a base URL of a listed host, see [`AllowedHosts`]).
 //!
-//! The client is hardened against a target that is not Flink (issue 12): it follows no
+//! The client is hardened against a target that is not Flink: it follows no
 //! redirect, reads at most `max_answer` bytes of an answer, and quotes only the HTTP status
 //! and the `errors` entries of Flink's error body (each cut to [`MAX_QUOTED`] characters),
 //! never other body text.

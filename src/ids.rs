@@ -249,8 +249,8 @@ text_eq!(ClusterId);
 pub struct FlinkRestUrl(String);
 
 impl FlinkRestUrl {
-    /// A URL as the database keeps it, unchecked: rows written before the normalisation of
-    /// issue 12 still load, and every URL is checked again before each request to Flink.
+    /// A URL as the database keeps it, unchecked: rows written before the URL normalisation
+    /// still load, and every URL is checked again before each request to Flink.
     pub fn from_stored(url: String) -> Self {
         FlinkRestUrl(url)
     }
@@ -303,7 +303,7 @@ impl FromStr for FlinkRestUrl {
     }
 }
 
-// Read back as stored: a URL kept before the normalisation of issue 12 still loads (the
+// Read back as stored: a URL kept before the URL normalisation still loads (the
 // executor checks every URL again before each request).
 checked_text!(FlinkRestUrl);
 text_eq!(FlinkRestUrl);

@@ -1,4 +1,4 @@
-//! The HA routes Flink's leader retrieval and cleanup need (issue 15), on both backends:
+//! The HA routes Flink's leader retrieval and cleanup need, on both backends:
 //! the long poll of the leader information (ETag, If-None-Match, wait-ms) woken by a
 //! publish — on PostgreSQL also by another jobstore process's publish, through
 //! LISTEN/NOTIFY — and mark-for-deletion, counter removal, job and cluster cleanup, each

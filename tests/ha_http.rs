@@ -1,4 +1,4 @@
-//! The HA routes (issue 15) on both backends: lease acquire / renew / release, leader
+//! The HA routes on both backends: lease acquire / renew / release, leader
 //! information, state handles and counters under `/v1/clusters/{cluster}/ha`; a stale
 //! epoch answered 409 with the data unchanged; bad input 400, never a 5xx.
 
@@ -52,6 +52,58 @@ async fn acquire(api: &Client, holder: &str) -> HaLease {
     let r = try_acquire(api, holder).await;
     r.expect(StatusCode::OK);
     HaLease::of(&r.json())
+}
+
+/// One request of every fenced route (and the renewal) of `lease`, on job `job`'s data:
+/// each lands only while `lease` is the cluster's live lease.
+fn fenced_writes(lease: &HaLease, job: &str) -> Vec<(Method, String, Value)> {
+    let writes = [
+        (
+            Method::PUT,
+            "/leader-info/dispatcher",
+            json!({"address": "pekko://stale", "session-id": "s"}),
+        ),
+        (Method::DELETE, "/leader-info/dispatcher", json!({})),
+        (
+            Method::POST,
+            "/state-handles/checkpoint/2",
+            json!({"job": job, "handle": "00"}),
+        ),
+        (
+            Method::POST,
+            "/state-handles/execution-plan/p",
+            json!({"handle": "0a"}),
+        ),
+        (
+            Method::PUT,
+            "/state-handles/checkpoint/1",
+            json!({"job": job, "expected-version": 1, "handle": "00"}),
+        ),
+        (
+            Method::POST,
+            "/state-handles/checkpoint/1/mark-for-deletion",
+            json!({"job": job}),
+        ),
+        (
+            Method::DELETE,
+            "/state-handles/checkpoint/1",
+            json!({"job": job}),
+        ),
+        (Method::POST, "/counters/{job}/get-and-increment", json!({})),
+        (Method::PUT, "/counters/{job}", json!({"value": 50})),
+        (Method::DELETE, "/counters/{job}", json!({})),
+        (Method::DELETE, "/jobs/{job}", json!({})),
+        (Method::DELETE, "", json!({})),
+        (
+            Method::POST,
+            "/lease/renew",
+            json!({"holder": "jm-a", "duration-ms": 60000}),
+        ),
+    ];
+    writes
+        .into_iter()
+        .map(|(method, path, body)| (method, path.replace("{job}", job), lease.body(body)))
+        .collect()
 }
 
 backend_tests!(lease_routes_hand_out_and_fence_epochs, |ts| async move {
@@ -134,46 +186,7 @@ backend_tests!(
         assert_eq!(r.json()["value"], 1);
 
         // A, under the same epoch as B: every fenced route refuses it.
-        for (method, path, body) in [
-            (
-                Method::PUT,
-                "/leader-info/dispatcher".to_owned(),
-                a.body(json!({"address": "pekko://a", "session-id": "s-a"})),
-            ),
-            (
-                Method::DELETE,
-                "/leader-info/dispatcher".to_owned(),
-                a.body(json!({})),
-            ),
-            (
-                Method::POST,
-                "/state-handles/checkpoint/1".to_owned(),
-                a.body(json!({"job": job, "handle": "0a"})),
-            ),
-            (
-                Method::POST,
-                "/state-handles/execution-plan/p".to_owned(),
-                a.body(json!({"handle": "0a"})),
-            ),
-            (Method::POST, increment.clone(), a.body(json!({}))),
-            (
-                Method::PUT,
-                format!("/counters/{job}"),
-                a.body(json!({"value": 9})),
-            ),
-            (
-                Method::DELETE,
-                format!("/counters/{job}"),
-                a.body(json!({})),
-            ),
-            (Method::DELETE, format!("/jobs/{job}"), a.body(json!({}))),
-            (Method::DELETE, String::new(), a.body(json!({}))),
-            (
-                Method::POST,
-                "/lease/renew".to_owned(),
-                a.body(json!({"holder": "jm-a", "duration-ms": 60000})),
-            ),
-        ] {
+        for (method, path, body) in fenced_writes(&a, &job) {
             let r = send(&api, method.clone(), &path, &body).await;
             let message = r.error(StatusCode::CONFLICT);
             assert!(message.contains("fenced"), "{method} {path}: {message}");
@@ -234,43 +247,7 @@ backend_tests!(
         let new = acquire(&api, "jm-b").await;
         assert_eq!(new.epoch, old.epoch + 1);
 
-        for (method, path, body) in [
-            (
-                Method::PUT,
-                "/leader-info/dispatcher".to_owned(),
-                old.body(json!({"address": "pekko://stale", "session-id": "s"})),
-            ),
-            (
-                Method::DELETE,
-                "/leader-info/dispatcher".to_owned(),
-                old.body(json!({})),
-            ),
-            (
-                Method::POST,
-                "/state-handles/checkpoint/2".to_owned(),
-                old.body(json!({"job": job, "handle": "00"})),
-            ),
-            (
-                Method::PUT,
-                "/state-handles/checkpoint/1".to_owned(),
-                old.body(json!({"job": job, "expected-version": 1, "handle": "00"})),
-            ),
-            (
-                Method::DELETE,
-                "/state-handles/checkpoint/1".to_owned(),
-                old.body(json!({"job": job})),
-            ),
-            (
-                Method::POST,
-                format!("/counters/{job}/get-and-increment"),
-                old.body(json!({})),
-            ),
-            (
-                Method::PUT,
-                format!("/counters/{job}"),
-                old.body(json!({"value": 50})),
-            ),
-        ] {
+        for (method, path, body) in fenced_writes(&old, &job) {
             let r = send(&api, method, &path, &body).await;
             let message = r.error(StatusCode::CONFLICT);
             assert!(message.contains("fenced"), "{path}: {message}");

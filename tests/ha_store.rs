@@ -1,4 +1,4 @@
-//! Flink's HA services in the store (issue 15), on both backends: one lease holder among
+//! Flink's HA services in the store, on both backends: one lease holder among
 //! concurrent acquirers, epochs that rise at every acquisition, every write of a stale
 //! epoch fenced (and nothing changed), an atomic checkpoint id counter, compare-and-set
 //! state handles, idempotent removal, the cleanups, the views and the schema's CHECKs.

@@ -1,4 +1,4 @@
-//! The savepoint lifecycle of issue 16 against the fake Flink (tests/common/fake_flink.rs),
+//! The savepoint lifecycle against the fake Flink (tests/common/fake_flink.rs),
 //! on both backends: checkpoints and disposals answered like Flink and driven by the
 //! executor, Flink's CLI routes under `/v1`, schedules (one operation per due time across
 //! two executors on one database, none more after a crash between Flink's trigger and the

@@ -403,9 +403,11 @@ backend_tests!(
     |ts| async move {
         // One Flink that refuses connections, one that answers 500, for 2 s.
         let (down, service) = setup(&ts).await;
-        down.go_down().await;
+        // The second Flink listens before the first goes down, so that it cannot be given
+        // the port the first one frees (the first cluster's URL would then reach it).
         let failing = FakeFlink::start().await;
         failing.set_http_500(true);
+        down.go_down().await;
         put_cluster(&service.http, "flink-b", Some(&failing.url()), None).await;
         let _executor = service.executor(ExecutorConfig {
             operation_timeout: Duration::from_secs(2),

@@ -741,7 +741,7 @@ per_backend!(
 );
 
 // ---------------------------------------------------------------------------------------
-// Hostile folders (issue 12)
+// Hostile folders
 
 /// `import --cluster CLUSTER --max-file-size LIMIT DIR`, within a minute.
 fn import_at_most(db: &TestDb, cluster: &str, limit: &str, dir: &Path) -> Run {

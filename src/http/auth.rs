@@ -340,25 +340,13 @@ fn target(path: &str, default_cluster: &ClusterId) -> Target {
     }
 }
 
-/// `%XX`-decodes a path segment; `None` for a malformed escape or text that is not UTF-8.
+/// `%XX`-decodes a path segment as the router does (a malformed escape stays as written);
+/// `None` for text that is not UTF-8.
 fn percent_decode(s: &str) -> Option<String> {
-    if !s.contains('%') {
-        return Some(s.to_owned());
-    }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .ok()
+        .map(|c| c.into_owned())
 }
 
 /// At most 64 characters of a cluster id, for messages.

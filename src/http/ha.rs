@@ -1,4 +1,4 @@
-//! Flink's HA services over HTTP (issue 15): the cluster's leader lease, the leader
+//! Flink's HA services over HTTP: the cluster's leader lease, the leader
 //! information of each component (with a long poll that learns of changes at once), the
 //! state handles of execution plans, applications and checkpoints, the checkpoint id
 //! counters, and the cleanup of a job's or a cluster's HA data, under
@@ -448,31 +448,21 @@ fn key(params: &HashMap<String, String>, job: Option<&str>) -> ApiResult<StateHa
 }
 
 fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 /// Hex digits only (either case), two per byte: no sign, no space, no prefix.
 fn from_hex(s: &str) -> ApiResult<Vec<u8>> {
-    let bad = || {
-        ApiError::BadRequest(format!(
-            "handle must be 1 to {MAX_HANDLE_BYTES} bytes as an even number of hex digits"
-        ))
-    };
-    if s.is_empty()
-        || !s.len().is_multiple_of(2)
-        || s.len() > 2 * MAX_HANDLE_BYTES
-        || !s.bytes().all(|b| b.is_ascii_hexdigit())
-    {
-        return Err(bad());
+    if s.is_empty() || s.len() > 2 * MAX_HANDLE_BYTES {
+        return Err(bad_handle());
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            s.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(bad)
-        })
-        .collect()
+    hex::decode(s).map_err(|_| bad_handle())
+}
+
+fn bad_handle() -> ApiError {
+    ApiError::BadRequest(format!(
+        "handle must be 1 to {MAX_HANDLE_BYTES} bytes as an even number of hex digits"
+    ))
 }
 
 fn handle_json(h: &StateHandle) -> Value {

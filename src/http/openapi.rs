@@ -364,7 +364,7 @@ const OPERATION_KINDS: [&str; 6] = [
 ];
 
 /// Checkpoints and disposals (Flink's routes), schedules, retention, the latest savepoint
-/// (issue 16).
+///.
 fn lifecycle_operations() -> Vec<Operation> {
     let mut ops = Vec::new();
     let job = || path_param("jobid", "Flink job id", hex_id());
@@ -607,7 +607,7 @@ fn service_operations() -> Vec<Operation> {
     ]
 }
 
-/// The HA-services routes (issue 15).
+/// The HA-services routes.
 fn ha_operations() -> Vec<Operation> {
     let base = "/v1/clusters/{cluster}/ha";
     let component = || {
@@ -1097,7 +1097,7 @@ fn schemas() -> Value {
     all
 }
 
-/// The schemas of checkpoints, disposals, schedules and retention (issue 16).
+/// The schemas of checkpoints, disposals, schedules and retention.
 fn lifecycle_schemas(nullable_time: &Value, failure_cause: &Value) -> Value {
     json!({
         "CheckpointTriggerRequestBody": {
@@ -1185,7 +1185,7 @@ fn lifecycle_schemas(nullable_time: &Value, failure_cause: &Value) -> Value {
     })
 }
 
-/// The schemas of the HA-services routes (issue 15).
+/// The schemas of the HA-services routes.
 fn ha_schemas(time: &Value) -> Value {
     json!({
         "Ready": {

@@ -140,7 +140,7 @@ pub trait Store: Send + Sync + 'static {
 
     async fn list_clusters(&self) -> StoreResult<Vec<ClusterConfig>>;
 
-    // ---- The savepoint lifecycle (issue 16): disposals, schedules, retention, the latest
+    // ---- The savepoint lifecycle: disposals, schedules, retention, the latest
     // savepoint. ----
 
     /// One operation of a cluster: a disposal by its trigger id, or a job's latest savepoint.

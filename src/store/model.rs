@@ -1,5 +1,5 @@
 //! What the store keeps: the types its methods take and answer. Every row is decoded by
-//! column name into one of these (typed ids included), in `store::rows`.
+//! column name into one of these (typed ids included), by `sqlx::FromRow`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -353,7 +353,7 @@ pub struct Progress {
     pub flink_trigger_id: Option<TriggerId>,
 }
 
-// ---- Savepoint lifecycle: schedules, retention, job names (issue 16) -------------------
+// ---- Savepoint lifecycle: schedules, retention, job names -------------------
 
 /// A time as whole epoch milliseconds, rounded (how the statements compare due times, and
 /// what derived trigger ids name).

@@ -285,13 +285,13 @@ fn handle_args<'a, const N: usize>(
     args
 }
 
-/// The parameters of a schedule's or retention policy's key: cluster, job ('' for the
-/// cluster's own).
 /// The parameter of a statement about a whole cluster.
 fn cluster_arg(cluster: &ClusterId) -> [Arg<'_>; 1] {
     [Arg::str(cluster.as_str())]
 }
 
+/// The parameters of a schedule's or retention policy's key: cluster, job ('' for the
+/// cluster's own).
 fn scope_args(cluster: &ClusterId, job: Option<JobId>) -> Vec<Arg<'_>> {
     vec![Arg::str(cluster.as_str()), Arg::text(job_column(job))]
 }
