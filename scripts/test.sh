@@ -5,7 +5,11 @@
 # Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres),
 # Java 17 and Python 3 with pip (Flink and schemathesis are installed from PyPI into
 # .flink/ on first use). The real-Flink suites are tests/flink/run.py (see its docstring).
-# SKIP_FLINK=1 runs only the Rust suites; SKIP_DOCKER_CHECK=1 skips scripts/docker-check.py.
+# The PostgreSQL failover suite (tests/patroni/run.py: Patroni + etcd + HAProxy, Debian's packages
+# installed by scripts/patroni/install.sh; needs root) runs before the real-Flink suites;
+# SKIP_PATRONI=1 leaves it out. SKIP_FLINK=1 leaves out the real-Flink suites.
+# SKIP_DOCKER_CHECK=1 skips
+# scripts/docker-check.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,10 +63,24 @@ rm -rf "$bg_dir"
 [ "$docker_rc" -eq 0 ] || { echo "the Docker image's check failed" >&2; exit 1; }
 [ "$readme_rc" -eq 0 ] || { echo "the README's Run command failed" >&2; exit 1; }
 
+# A failure of the PostgreSQL failover suite is reported at the end: the real-Flink suites run anyway.
+patroni_rc=0
+if [ "${SKIP_PATRONI:-0}" = 1 ]; then
+  step "SKIP_PATRONI=1: the PostgreSQL failover suite was not run"
+else
+  step "jobstore on a real PostgreSQL HA cluster (Patroni, etcd, HAProxy), both replication modes"
+  python3 tests/patroni/run.py || patroni_rc=$?
+fi
+patroni_verdict() { [ "$patroni_rc" -eq 0 ] || { echo "the PostgreSQL failover suite failed" >&2; exit 1; }; }
+
 if [ "${SKIP_FLINK:-0}" = 1 ]; then
   step "SKIP_FLINK=1: the real-Flink suites were not run"
+  patroni_verdict
   exit 0
 fi
 
 step "the suites on a real Flink 2.3.0: the harness, savepoints, the HA plugin standalone and on ZooKeeper"
-python3 tests/flink/run.py
+flink_rc=0
+python3 tests/flink/run.py || flink_rc=$?
+patroni_verdict
+exit "$flink_rc"
