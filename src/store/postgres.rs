@@ -39,9 +39,17 @@ const UP_PROBE_GAP: Duration = Duration::from_millis(100);
 /// How long one host may take to accept a probe's connection (libpq's `connect_timeout` in
 /// the URL overrides it; never longer than `--db-timeout`).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The monitor's first probe of a failover waits this long per host, doubling after each
+/// probe that timed out, up to the probe timeout: a connection stuck on a dead primary
+/// (behind a proxy that has not yet noticed) costs a fraction of a second, not the whole
+/// probe timeout, while a slow network still gets the full timeout after a few tries.
+const FIRST_PROBE_TIMEOUT: Duration = Duration::from_millis(250);
 /// A pooled connection idle longer than this is checked (read-write, alive) before it is
 /// handed out: one round trip, like the ping it replaces.
 const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
+
+/// How a probe's note on a host that did not connect in time begins.
+const TIMED_OUT: &str = "no connection within";
 
 /// Whether the connection's server refuses writes (a standby, or a server or database set
 /// `default_transaction_read_only`): what libpq's `target_session_attrs=read-write` checks.
@@ -62,6 +70,8 @@ pub(crate) struct PgDb {
 pub(crate) struct Link {
     target: PgTarget,
     probe_timeout: Duration,
+    /// The monitor's probes in a row that timed out on some host (see [`FIRST_PROBE_TIMEOUT`]).
+    slow_probes: std::sync::atomic::AtomicU32,
     /// How long a request may wait for the database (`--db-timeout`).
     pub(crate) timeout: Duration,
     state: watch::Sender<LinkState>,
@@ -160,7 +170,9 @@ impl Link {
 
     /// One host: a connection when it suits (`None`: it is read-only and read-write was
     /// asked for).
-    async fn try_host(&self, options: &PgConnectOptions) -> Result<Option<PgConnection>, String> {
+    async fn try_host(
+        &self, options: &PgConnectOptions, timeout: Duration,
+    ) -> Result<Option<PgConnection>, String> {
         let attempt = async {
             let mut conn = PgConnection::connect_with(options).await?;
             if self.target.read_write && is_read_only(&mut conn).await? {
@@ -169,23 +181,36 @@ impl Link {
             }
             Ok(Some(conn))
         };
-        match tokio::time::timeout(self.probe_timeout, attempt).await {
+        match tokio::time::timeout(timeout, attempt).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) if unreachable(&e) => Err(e.to_string()),
             Ok(Err(e)) => Err(format!("unsure: {e}")),
-            Err(_) => Err(format!(
-                "no connection within {} s",
-                self.probe_timeout.as_secs_f64()
-            )),
+            Err(_) => Err(format!("{TIMED_OUT} {} s", timeout.as_secs_f64())),
         }
     }
 
-    /// Tries the hosts in the URL's order.
-    async fn probe(&self) -> Probe {
+    /// The monitor's probe: each host's wait grows with the probes in a row that timed out.
+    async fn monitor_probe(&self) -> Probe {
+        use std::sync::atomic::Ordering;
+        let slow = self.slow_probes.load(Ordering::Relaxed).min(8);
+        let timeout = (FIRST_PROBE_TIMEOUT * 2u32.pow(slow)).min(self.probe_timeout);
+        let probe = self.probe(timeout).await;
+        let timed_out =
+            matches!(&probe, Probe::None(why) if why.iter().any(|w| w.contains(TIMED_OUT)));
+        if timed_out {
+            self.slow_probes.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.slow_probes.store(0, Ordering::Relaxed);
+        }
+        probe
+    }
+
+    /// Tries the hosts in the URL's order, each for at most `timeout`.
+    async fn probe(&self, timeout: Duration) -> Probe {
         let mut why = Vec::new();
         let mut unsure = None;
         for (i, (name, options)) in self.target.hosts.iter().enumerate() {
-            match self.try_host(options).await {
+            match self.try_host(options, timeout).await {
                 Ok(Some(conn)) => return Probe::Found(i, conn),
                 Ok(None) => why.push(format!("{name}: read-only")),
                 Err(e) => {
@@ -262,7 +287,7 @@ impl Link {
                 return;
             }
             last = Some(Instant::now());
-            let probe = self.probe().await;
+            let probe = self.monitor_probe().await;
             if let Some(conn) = self.apply(probe) {
                 let _ = conn.close().await;
             }
@@ -406,6 +431,7 @@ pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
     let link = Arc::new(Link {
         target,
         probe_timeout,
+        slow_probes: std::sync::atomic::AtomicU32::new(0),
         timeout: config.acquire_timeout,
         state: watch::Sender::new(LinkState::Up(0)),
         wake: Notify::new(),
@@ -413,7 +439,8 @@ pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
         pools: OnceLock::new(),
     });
     // The server at start: the first host that takes writes (the migration needs one).
-    let found = match tokio::time::timeout(config.acquire_timeout, link.probe()).await {
+    let found = match tokio::time::timeout(config.acquire_timeout, link.probe(probe_timeout)).await
+    {
         Ok(probe) => probe,
         Err(_) => Probe::None(vec![format!(
             "no answer within {} s (--db-timeout)",
