@@ -78,7 +78,7 @@ fn builtin(name: &str, arg: Option<&str>, backend: Backend) -> Result<Option<Str
     const SQLITE_NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
     let takes_arg = || arg.ok_or_else(|| format!("{{{name}(...)}} takes an argument"));
     let text = match name {
-        "now" | "for_share" if arg.is_some() => {
+        "now" | "for_share" | "checkpoint_id_floor" if arg.is_some() => {
             return Err(format!("{{{name}}} takes no argument"));
         }
         "now" => match backend {
@@ -88,6 +88,13 @@ fn builtin(name: &str, arg: Option<&str>, backend: Backend) -> Result<Option<Str
         "for_share" => match backend {
             Postgres => " FOR SHARE".to_owned(),
             Sqlite => String::new(),
+        },
+        // The lowest checkpoint id the counters hand out on the database's current timeline:
+        // (timeline - 1) * 2^32 on PostgreSQL (the timeline rises at every promotion of a
+        // standby, and its number heads the current WAL file's name), 0 on SQLite.
+        "checkpoint_id_floor" => match backend {
+            Postgres => "(CAST(CAST('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) AS bit(32)) AS bigint) - 1) * 4294967296".to_owned(),
+            Sqlite => "0".to_owned(),
         },
         "now_plus_ms" | "now_minus_ms" => {
             let x = takes_arg()?;
