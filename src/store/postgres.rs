@@ -39,11 +39,11 @@ const UP_PROBE_GAP: Duration = Duration::from_millis(100);
 /// How long one host may take to accept a probe's connection (libpq's `connect_timeout` in
 /// the URL overrides it; never longer than `--db-timeout`).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// The monitor's first probe of a failover waits this long per host, doubling after each
-/// probe that timed out, up to the probe timeout: a connection stuck on a dead primary
-/// (behind a proxy that has not yet noticed) costs a fraction of a second, not the whole
-/// probe timeout, while a slow network still gets the full timeout after a few tries.
-const FIRST_PROBE_TIMEOUT: Duration = Duration::from_millis(250);
+/// While no server takes writes, at most this many probes are under way at once: a new one
+/// starts every [`DOWN_RETRY`] without waiting for the earlier ones, so that a connection
+/// stuck on a dead primary (behind a proxy that has not noticed yet) holds up one probe for
+/// its timeout, never the probe that finds the new primary.
+const MAX_PROBES: usize = 8;
 /// A pooled connection idle longer than this is checked (read-write, alive) before it is
 /// handed out: one round trip, like the ping it replaces.
 const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
@@ -70,8 +70,6 @@ pub(crate) struct PgDb {
 pub(crate) struct Link {
     target: PgTarget,
     probe_timeout: Duration,
-    /// The monitor's probes in a row that timed out on some host (see [`FIRST_PROBE_TIMEOUT`]).
-    slow_probes: std::sync::atomic::AtomicU32,
     /// How long a request may wait for the database (`--db-timeout`).
     pub(crate) timeout: Duration,
     state: watch::Sender<LinkState>,
@@ -189,22 +187,6 @@ impl Link {
         }
     }
 
-    /// The monitor's probe: each host's wait grows with the probes in a row that timed out.
-    async fn monitor_probe(&self) -> Probe {
-        use std::sync::atomic::Ordering;
-        let slow = self.slow_probes.load(Ordering::Relaxed).min(8);
-        let timeout = (FIRST_PROBE_TIMEOUT * 2u32.pow(slow)).min(self.probe_timeout);
-        let probe = self.probe(timeout).await;
-        let timed_out =
-            matches!(&probe, Probe::None(why) if why.iter().any(|w| w.contains(TIMED_OUT)));
-        if timed_out {
-            self.slow_probes.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.slow_probes.store(0, Ordering::Relaxed);
-        }
-        probe
-    }
-
     /// Tries the hosts in the URL's order, each for at most `timeout`.
     async fn probe(&self, timeout: Duration) -> Probe {
         let mut why = Vec::new();
@@ -275,21 +257,67 @@ impl Link {
     async fn monitor(self: Arc<Self>) {
         let mut last: Option<Instant> = None;
         loop {
+            if self.closed() {
+                return;
+            }
             if *self.state.borrow() == LinkState::Down {
-                tokio::time::sleep(DOWN_RETRY).await;
-            } else {
-                self.wake.notified().await;
-                if let Some(last) = last {
-                    tokio::time::sleep_until((last + UP_PROBE_GAP).into()).await;
-                }
+                self.clone().while_down().await;
+                last = Some(Instant::now());
+                continue;
+            }
+            self.wake.notified().await;
+            if let Some(last) = last {
+                tokio::time::sleep_until((last + UP_PROBE_GAP).into()).await;
             }
             if self.closed() {
                 return;
             }
             last = Some(Instant::now());
-            let probe = self.monitor_probe().await;
+            let probe = self.probe(self.probe_timeout).await;
             if let Some(conn) = self.apply(probe) {
                 let _ = conn.close().await;
+            }
+        }
+    }
+
+    /// While no server takes writes: a probe every [`DOWN_RETRY`], each with the whole probe
+    /// timeout, without waiting for the ones still connecting (at most [`MAX_PROBES`] at
+    /// once). The first that finds a server selects it; of the others, only an answer newer
+    /// than the last one acted on counts. Returns once a server takes writes, or the pools
+    /// closed.
+    async fn while_down(self: Arc<Self>) {
+        let mut probes = tokio::task::JoinSet::new();
+        let (mut started, mut applied) = (0u64, 0u64);
+        loop {
+            if self.closed() {
+                return;
+            }
+            if probes.len() < MAX_PROBES {
+                started += 1;
+                let (link, seq) = (self.clone(), started);
+                probes.spawn(async move { (seq, link.probe(link.probe_timeout).await) });
+            }
+            let tick = tokio::time::sleep(DOWN_RETRY);
+            tokio::pin!(tick);
+            loop {
+                tokio::select! {
+                    _ = &mut tick => break,
+                    Some(done) = probes.join_next(), if !probes.is_empty() => {
+                        let Ok((seq, probe)) = done else { continue };
+                        let found = matches!(probe, Probe::Found(..));
+                        if !found && seq <= applied {
+                            continue;
+                        }
+                        applied = applied.max(seq);
+                        if let Some(conn) = self.apply(probe) {
+                            let _ = conn.close().await;
+                        }
+                        if *self.state.borrow() != LinkState::Down {
+                            // The probes still connecting are dropped with the set.
+                            return;
+                        }
+                    }
+                }
             }
         }
     }
@@ -431,7 +459,6 @@ pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
     let link = Arc::new(Link {
         target,
         probe_timeout,
-        slow_probes: std::sync::atomic::AtomicU32::new(0),
         timeout: config.acquire_timeout,
         state: watch::Sender::new(LinkState::Up(0)),
         wake: Notify::new(),

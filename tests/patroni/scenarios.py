@@ -455,6 +455,12 @@ class Env:
             ck.check(f"{label}: no checkpoint id handed to A after B's acquisition equals one of B's",
                      lambda: expect(not set(a_after) & set(b_ids), f"A got {a_after}, B got {b_ids}")
                      and f"A after: {a_after or 'none'}, B: {b_ids}")
+            # Nor one A was handed before the failover, whose commit the failover may have lost:
+            # the counters hand out nothing below the new timeline's floor.
+            ck.check(f"{label}: no checkpoint id is handed out twice (A's before the kill, B's after)",
+                     lambda: expect(not set(a_before) & set(b_ids) and min(b_ids) > max(a_before),
+                                    f"A before: {a_before}, B: {b_ids}")
+                     and f"A before the kill: {a_before}, B: {b_ids}")
             s, answer = b.req("GET", "/leader-info/dispatcher", None)
             ck.check(f"{label}: the leader information is B's",
                      lambda: expect(s == 200 and "jm-b" in body_json(answer).get("address", ""),
