@@ -91,6 +91,7 @@ fn documented_paths_cover_the_contract() {
         post                    /v1/clusters/{cluster}/ha/lease/acquire
         post                    /v1/clusters/{cluster}/ha/lease/renew
         post                    /v1/clusters/{cluster}/ha/lease/release
+        get                     /v1/clusters/{cluster}/ha/lease
         get                     /v1/clusters/{cluster}/ha/leader-info
         get put delete          /v1/clusters/{cluster}/ha/leader-info/{component}
         get                     /v1/clusters/{cluster}/ha/state-handles/{kind}

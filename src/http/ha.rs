@@ -1,4 +1,5 @@
-//! Flink's HA services over HTTP: the cluster's leader lease, the leader
+//! Flink's HA services over HTTP: the cluster's leader lease (whose 409 tells a standby when
+//! the live lease expires, and whose long poll wakes it at a release or the expiry), the leader
 //! information of each component (with a long poll that learns of changes at once), the
 //! state handles of execution plans, applications and checkpoints, the checkpoint id
 //! counters, and the cleanup of a job's or a cluster's HA data, under
@@ -26,8 +27,8 @@ use super::results::time;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId};
 use crate::store::{
-    Fence, HaKind, HandlePage, LeaderInfo, MAX_HANDLE_BYTES, StateHandle, StateHandleKey, Store,
-    StoreError,
+    Fence, HaKind, HandlePage, LeaderInfo, LeaseView, MAX_HANDLE_BYTES, StateHandle,
+    StateHandleKey, Store, StoreError,
 };
 
 /// Most handle bytes one page of a state-handle listing holds (beyond its first handle).
@@ -51,6 +52,7 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{base}/lease/acquire"), post(acquire))
         .route(&format!("{base}/lease/renew"), post(renew))
         .route(&format!("{base}/lease/release"), post(release))
+        .route(&format!("{base}/lease"), get(get_lease))
         .route(&format!("{base}/leader-info"), get(list_leader_info))
         .route(
             &format!("{base}/leader-info/{{component}}"),
@@ -186,23 +188,54 @@ struct Acquired {
     expires_at: String,
 }
 
+/// The header of an acquisition's 409: how long the other holder's lease has left, in
+/// milliseconds of the database's clock (so that a standby's clock skew does not matter).
+pub const LEASE_EXPIRES_IN: &str = "jobstore-lease-expires-in-ms";
+
+/// How many times an acquisition tries again when the live lease it lost to has expired by
+/// the time it is read (the standby would otherwise be told to wait for nothing).
+const ACQUIRE_TRIES: usize = 3;
+
 async fn acquire(
     State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Acquired>> {
+) -> ApiResult<Response> {
     let c = cluster(&params)?;
     let b: AcquireBody = body(v)?;
     text("holder", &b.holder, 256)?;
     let duration = lease_duration(b.duration_ms)?;
-    match state.store.acquire_lease(&c, &b.holder, duration).await? {
-        Some(l) => Ok(Json(Acquired {
-            epoch: l.epoch,
-            lease_id: l.lease_id,
-            expires_at: time(l.expires_at),
-        })),
-        None => Err(ApiError::Conflict(
-            "the lease is held by another holder and has not expired".into(),
-        )),
+    let mut left = None;
+    for _ in 0..ACQUIRE_TRIES {
+        if let Some(l) = state.store.acquire_lease(&c, &b.holder, duration).await? {
+            let acquired = Acquired {
+                epoch: l.epoch,
+                lease_id: l.lease_id,
+                expires_at: time(l.expires_at),
+            };
+            return Ok(Json(acquired).into_response());
+        }
+        // Another holder's live lease: how long it has left, read after the refusal.
+        match state.store.get_lease(&c).await? {
+            Some(view) if view.live() => {
+                left = Some(view.expires_in());
+                break;
+            }
+            // It expired (or was released) in between: try again.
+            _ => continue,
+        }
     }
+    let mut res =
+        ApiError::Conflict("the lease is held by another holder and has not expired".into())
+            .into_response();
+    if let Some(left) = left {
+        res.headers_mut()
+            .insert(LEASE_EXPIRES_IN, HeaderValue::from(millis(left)));
+    }
+    Ok(res)
+}
+
+/// A duration in whole milliseconds.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 async fn renew(
@@ -234,6 +267,67 @@ async fn release(
     let released = state.store.release_lease(&c, &b.holder, fence).await?;
     Ok(Json(json!({"released": released})))
 }
+
+/// `GET .../lease`: the lease as anyone may see it (never its lease id), and its tag, which
+/// covers the holder, the epoch and whether it is live (not the expiry, which renewals move).
+fn lease_listing(view: Option<&LeaseView>) -> (Option<Value>, String) {
+    let Some(v) = view else {
+        return (None, etag(&Value::Null));
+    };
+    let tag = etag(&json!({"holder": v.holder, "epoch": v.epoch, "live": v.live()}));
+    let listing = json!({
+        "holder": v.holder,
+        "epoch": v.epoch,
+        "expires-at": time(v.expires_at),
+        "expires-in-ms": millis(v.expires_in()),
+        "live": v.live(),
+    });
+    (Some(listing), tag)
+}
+
+/// The cluster's lease with its `ETag`, or 404 (with the tag of "never leased") when it was
+/// never leased. With `If-None-Match` naming the current tag, waits up to `wait-ms` for a
+/// change: an acquisition, a release or a cleanup (woken by this process's writes, and on
+/// PostgreSQL of every writer) or the lease's expiry; then answers it, or 304.
+async fn get_lease(
+    State(state): State<AppState>, PathParams(params): Params,
+    QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
+) -> ApiResult<Response> {
+    let c = cluster(&params)?;
+    let deadline = tokio::time::Instant::now() + wait_of(&state, &q)?;
+    // Subscribed before the first read, so that no change between the read and the wait is
+    // missed.
+    let mut changes = state.store.leader_info_changes();
+    loop {
+        let view = state.store.get_lease(&c).await?;
+        let (listing, tag) = lease_listing(view.as_ref());
+        let unchanged = matches_tag(&headers, &tag);
+        let now = tokio::time::Instant::now();
+        if !unchanged || now >= deadline {
+            let mut res = match (unchanged, listing) {
+                (true, _) => StatusCode::NOT_MODIFIED.into_response(),
+                (false, Some(listing)) => Json(listing).into_response(),
+                (false, None) => {
+                    ApiError::NotFound(format!("cluster {c} was never leased")).into_response()
+                }
+            };
+            if let Ok(v) = HeaderValue::from_str(&tag) {
+                res.headers_mut().insert(header::ETAG, v);
+            }
+            return Ok(res);
+        }
+        // A live lease's expiry changes the tag without any write: read again right after it.
+        let expiry = view
+            .filter(LeaseView::live)
+            .map_or(RECHECK, |v| v.expires_in() + EXPIRY_MARGIN);
+        changes.borrow_and_update();
+        let wait = (deadline - now).min(RECHECK).min(expiry);
+        let _ = tokio::time::timeout(wait, changes.changed()).await;
+    }
+}
+
+/// How long after a lease's expiry (as read) a waiting long poll reads it again.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 
 // ---- Leader information ----
 
@@ -325,6 +419,31 @@ struct WaitQuery {
     wait_ms: Option<String>,
 }
 
+/// The wait a long poll asks for (`wait-ms`, 0 to 60000, default 0), ended 2 s before the
+/// request timeout would answer 408.
+fn wait_of(state: &AppState, q: &WaitQuery) -> ApiResult<Duration> {
+    let wait = match q.wait_ms.as_deref() {
+        None => Duration::ZERO,
+        Some(raw) => raw
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_millis)
+            .filter(|w| *w <= MAX_WAIT)
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "query parameter `wait-ms` must be an integer from 0 to {}",
+                    MAX_WAIT.as_millis()
+                ))
+            })?,
+    };
+    Ok(wait.min(
+        state
+            .config
+            .request_timeout
+            .saturating_sub(Duration::from_secs(2)),
+    ))
+}
+
 /// The tag of a listing: a digest of everything it shows.
 fn etag(listing: &Value) -> String {
     let digest = Sha256::digest(listing.to_string().as_bytes());
@@ -358,28 +477,7 @@ async fn list_leader_info(
     QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
 ) -> ApiResult<Response> {
     let c = cluster(&params)?;
-    let wait = match q.wait_ms.as_deref() {
-        None => Duration::ZERO,
-        Some(raw) => raw
-            .parse::<u64>()
-            .ok()
-            .map(Duration::from_millis)
-            .filter(|w| *w <= MAX_WAIT)
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "query parameter `wait-ms` must be an integer from 0 to {}",
-                    MAX_WAIT.as_millis()
-                ))
-            })?,
-    };
-    // The wait ends before the request timeout would answer 408.
-    let wait = wait.min(
-        state
-            .config
-            .request_timeout
-            .saturating_sub(Duration::from_secs(2)),
-    );
-    let deadline = tokio::time::Instant::now() + wait;
+    let deadline = tokio::time::Instant::now() + wait_of(&state, &q)?;
     // Subscribed before the first read, so that no change between the read and the wait is
     // missed.
     let mut changes = state.store.leader_info_changes();

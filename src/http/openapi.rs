@@ -676,7 +676,31 @@ fn ha_operations() -> Vec<Operation> {
             vec![
                 ok(200, "The lease", "Lease"),
                 bad(),
-                err(409, "Another holder has a live lease"),
+                err(
+                    409,
+                    "Another holder has a live lease (header Jobstore-Lease-Expires-In-Ms: how long it has left)",
+                ),
+            ],
+        ),
+        op(
+            "get",
+            "/lease",
+            "The cluster's lease (never its lease id), with its ETag; a long poll with If-None-Match and wait-ms that ends at a change of holder, epoch or liveness",
+            vec![
+                cluster_param(),
+                query_param(
+                    "wait-ms",
+                    "with If-None-Match naming the current ETag: how long to wait for an acquisition, a release, a cleanup or the lease's expiry (at most 60000, and 2 s less than the request timeout)",
+                    json!({"type": "integer", "minimum": 0, "maximum": 60000}),
+                ),
+                json!({"name": "If-None-Match", "in": "header", "required": false, "description": "the ETag of the lease the caller saw (a 404's tag: never leased)", "schema": {"type": "string"}}),
+            ],
+            None,
+            vec![
+                ok(200, "The lease (header ETag: its tag)", "LeaseState"),
+                (304, "Unchanged within wait-ms (header ETag)", None),
+                bad(),
+                err(404, "Never leased (header ETag)"),
             ],
         ),
         op(
@@ -1243,6 +1267,17 @@ fn ha_schemas(time: &Value) -> Value {
             "required": ["epoch", "lease-id", "expires-at"],
             "properties": {"epoch": {"type": "integer", "format": "int64"}, "lease-id": {"type": "string", "format": "uuid"}, "expires-at": time}
         },
+        "LeaseState": {
+            "type": "object",
+            "required": ["holder", "epoch", "expires-at", "expires-in-ms", "live"],
+            "properties": {
+                "holder": {"type": "string"},
+                "epoch": {"type": "integer", "format": "int64"},
+                "expires-at": time,
+                "expires-in-ms": {"type": "integer", "format": "int64", "minimum": 0, "description": "how long the lease has left, on the database's clock; 0 once expired"},
+                "live": {"type": "boolean"}
+            }
+        },
         "Renewed": {
             "type": "object",
             "required": ["epoch"],
@@ -1360,6 +1395,32 @@ fn ha_schemas(time: &Value) -> Value {
     })
 }
 
+/// The headers of answers: method, path, status, header name and its description and schema.
+fn response_headers() -> Vec<(&'static str, String, u16, &'static str, Value)> {
+    let lease = "/v1/clusters/{cluster}/ha/lease";
+    let etag = || {
+        json!({
+            "description": "the tag of the lease: its holder, epoch and whether it is live",
+            "schema": {"type": "string"}
+        })
+    };
+    vec![
+        (
+            "post",
+            format!("{lease}/acquire"),
+            409,
+            "Jobstore-Lease-Expires-In-Ms",
+            json!({
+                "description": "milliseconds the other holder's lease has left, on the database's clock (at least 1)",
+                "schema": {"type": "integer", "format": "int64", "minimum": 1}
+            }),
+        ),
+        ("get", lease.to_owned(), 200, "ETag", etag()),
+        ("get", lease.to_owned(), 304, "ETag", etag()),
+        ("get", lease.to_owned(), 404, "ETag", etag()),
+    ]
+}
+
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = Map::new();
@@ -1369,6 +1430,11 @@ pub fn document() -> Value {
             let mut r = json!({"description": description});
             if let Some(schema) = schema {
                 r["content"] = json!({"application/json": {"schema": schema}});
+            }
+            for (method, path, status, name, header) in response_headers() {
+                if (method, path.as_str(), status) == (op.method, op.path.as_str(), *code) {
+                    r["headers"][name] = header;
+                }
             }
             responses.insert(code.to_string(), r);
         }

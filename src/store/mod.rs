@@ -207,6 +207,10 @@ pub trait Store: Send + Sync + 'static {
         &self, cluster: &ClusterId, holder: &str, fence: Fence,
     ) -> StoreResult<bool>;
 
+    /// The cluster's lease as anyone may see it (never its lease id), read on the writer
+    /// with the database's time; `None` when the cluster was never leased.
+    async fn get_lease(&self, cluster: &ClusterId) -> StoreResult<Option<LeaseView>>;
+
     /// Publishes (inserts or overwrites) a component's leader information, fenced.
     async fn publish_leader_info(
         &self, cluster: &ClusterId, fence: Fence, component: &str, address: &str, session_id: &str,
@@ -224,9 +228,10 @@ pub trait Store: Send + Sync + 'static {
         &self, cluster: &ClusterId, fence: Fence, component: &str,
     ) -> StoreResult<bool>;
 
-    /// A receiver whose value changes whenever some cluster's leader information may have
-    /// changed: at once for this process's writes, and on PostgreSQL for every other
-    /// writer too (a trigger NOTIFYs, this process LISTENs). Long polls wait on it.
+    /// A receiver whose value changes whenever some cluster's leader information or lease
+    /// may have changed (an acquisition, a release, a cleanup; not a renewal): at once for
+    /// this process's writes, and on PostgreSQL for every other writer too (triggers NOTIFY,
+    /// this process LISTENs). Long polls wait on it.
     fn leader_info_changes(&self) -> tokio::sync::watch::Receiver<u64>;
 
     /// Adds a state handle at version 1, fenced; a present key is [`StoreError::Conflict`].

@@ -492,6 +492,34 @@ impl Lease {
     }
 }
 
+/// A cluster's lease as anyone may see it: who holds it under which epoch, until when, read at
+/// which time of the database's clock. Never its lease id (that is what fences writes).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct LeaseView {
+    pub holder: String,
+    pub epoch: i64,
+    pub expires_at: DateTime<Utc>,
+    /// The database's time of the read.
+    pub read_at: DateTime<Utc>,
+}
+
+impl LeaseView {
+    /// Whether the lease had not expired at the read (as the fenced writes tell it).
+    pub fn live(&self) -> bool {
+        self.expires_at > self.read_at
+    }
+
+    /// How long the lease had left at the read, on the database's clock, rounded up to a
+    /// whole millisecond (so at least 1 ms while it is live); zero once it expired.
+    pub fn expires_in(&self) -> std::time::Duration {
+        let micros = (self.expires_at - self.read_at)
+            .num_microseconds()
+            .unwrap_or(i64::MAX);
+        let millis = u64::try_from(micros).unwrap_or(0).div_ceil(1000);
+        std::time::Duration::from_millis(millis)
+    }
+}
+
 /// What a leader names in every fenced write: its lease's epoch and lease id. A write lands
 /// only while both name the cluster's live lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -29,7 +29,8 @@ use crate::wire::{ResultId, ResultKind};
 pub struct SqlStore {
     db: Db,
     timeout: Duration,
-    /// Bumped at every change of leader information this process makes or hears of.
+    /// Bumped at every change of leader information or of a lease (not a renewal) this
+    /// process makes or hears of.
     leader_changes: Arc<watch::Sender<u64>>,
     /// PostgreSQL: the LISTEN task for other writers' changes, started by the first watcher.
     listening: Once,
@@ -45,7 +46,8 @@ impl SqlStore {
         }
     }
 
-    /// Wakes the watchers of leader information after a write that may have changed it.
+    /// Wakes the watchers of leader information and of leases after a write that may have
+    /// changed either.
     fn leader_info_changed(&self) {
         self.leader_changes.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -874,16 +876,24 @@ impl Store for SqlStore {
     async fn acquire_lease(
         &self, cluster: &ClusterId, holder: &str, duration: Duration,
     ) -> StoreResult<Option<Lease>> {
-        self.within(async {
-            let args = [
-                Arg::str(cluster.as_str()),
-                Arg::str(holder),
-                Arg::millis(duration),
-                Arg::text(Uuid::new_v4()),
-            ];
-            self.one(Side::Write, sql::HA_LEASE_ACQUIRE, &args).await
-        })
-        .await
+        let acquired = self
+            .within(async {
+                let args = [
+                    Arg::str(cluster.as_str()),
+                    Arg::str(holder),
+                    Arg::millis(duration),
+                    Arg::text(Uuid::new_v4()),
+                ];
+                let lease: Option<Lease> =
+                    self.one(Side::Write, sql::HA_LEASE_ACQUIRE, &args).await?;
+                Ok(lease)
+            })
+            .await?;
+        if acquired.is_some() {
+            // A new holder or epoch, or the holder's renewal: the waiters read again.
+            self.leader_info_changed();
+        }
+        Ok(acquired)
     }
 
     async fn renew_lease(
@@ -899,11 +909,22 @@ impl Store for SqlStore {
     async fn release_lease(
         &self, cluster: &ClusterId, holder: &str, fence: Fence,
     ) -> StoreResult<bool> {
-        self.within(async {
-            let args = fenced_args(cluster, fence, [Arg::str(holder)]);
-            Ok(self.db.execute(sql::HA_LEASE_RELEASE, &args).await? == 1)
-        })
-        .await
+        let released = self
+            .within(async {
+                let args = fenced_args(cluster, fence, [Arg::str(holder)]);
+                Ok(self.db.execute(sql::HA_LEASE_RELEASE, &args).await? == 1)
+            })
+            .await?;
+        if released {
+            self.leader_info_changed();
+        }
+        Ok(released)
+    }
+
+    async fn get_lease(&self, cluster: &ClusterId) -> StoreResult<Option<LeaseView>> {
+        let args = cluster_arg(cluster);
+        self.within(self.one(Side::Write, sql::HA_LEASE_GET, &args))
+            .await
     }
 
     async fn publish_leader_info(

@@ -171,16 +171,73 @@ final class HaApi {
 
     // --- the lease (one attempt each: the lease loop keeps its own time) ---------------------
 
+    /** The header of an acquisition's 409: how long the other holder's live lease has left. */
+    static final String LEASE_EXPIRES_IN = "Jobstore-Lease-Expires-In-Ms";
+
+    /** An acquisition's answer: the lease, or how long another holder's live lease has left. */
+    static final class Acquisition {
+        /** The lease acquired; null when another holder has a live lease. */
+        final Lease lease;
+        /**
+         * With no lease: the milliseconds the other holder's lease has left on jobstore's clock
+         * (header {@link #LEASE_EXPIRES_IN}); -1 when jobstore did not say (an older jobstore).
+         */
+        final long heldForMs;
+
+        Acquisition(Lease lease, long heldForMs) {
+            this.lease = lease;
+            this.heldForMs = heldForMs;
+        }
+    }
+
+    /** The cluster's lease as {@code GET .../lease} answers it (never its lease id), with its ETag. */
+    static final class LeaseState {
+        final String etag;
+        final String holder;
+        final long epoch;
+        final boolean live;
+        /** How long it has left on jobstore's clock (0 once expired or released). */
+        final long expiresInMs;
+
+        LeaseState(String etag, String holder, long epoch, boolean live, long expiresInMs) {
+            this.etag = etag;
+            this.holder = holder;
+            this.epoch = epoch;
+            this.live = live;
+            this.expiresInMs = expiresInMs;
+        }
+
+        @Override
+        public String toString() {
+            return (live ? "held by " : "expired, last held by ") + holder + " (epoch " + epoch + ", "
+                    + expiresInMs + " ms left)";
+        }
+    }
+
     /**
      * The lease acquired (the live holder asking again renews it: the same epoch and lease id), or
      * null when another holder has a live lease.
      */
     Lease acquire(String holder, Duration lease, Duration timeout) throws IOException {
+        return tryAcquire(holder, lease, timeout).lease;
+    }
+
+    /**
+     * {@link #acquire}, telling with a refusal how long the other holder's lease has left (so that
+     * a standby can try again right when it expires).
+     */
+    Acquisition tryAcquire(String holder, Duration lease, Duration timeout) throws IOException {
         ObjectNode body = object().put("holder", holder).put("duration-ms", lease.toMillis());
         String path = base + "/lease/acquire";
         JobstoreClient.Outcome out = once("POST", path, body, timeout);
         if (out.status == 409) {
-            return null;
+            long left = -1;
+            try {
+                left = Long.parseLong(out.headers.firstValue(LEASE_EXPIRES_IN).orElse("-1").trim());
+            } catch (NumberFormatException e) {
+                // Not a number: as if jobstore had not said.
+            }
+            return new Acquisition(null, Math.max(-1, left));
         }
         JsonNode answer = expect(200, "POST", path, out);
         JsonNode epoch = answer.path("epoch");
@@ -190,7 +247,33 @@ final class HaApi {
                     "jobstore (cluster " + client.clusterId() + ") answered POST " + path
                             + " without a valid epoch and lease-id (a jobstore older than the plugin?)");
         }
-        return new Lease(epoch.asLong(), leaseId);
+        return new Acquisition(new Lease(epoch.asLong(), leaseId), -1);
+    }
+
+    /**
+     * The cluster's lease: at once when {@code etag} is null or differs from the current lease's,
+     * else when its holder, epoch or liveness changes (an acquisition, a release, a cleanup, its
+     * expiry) within {@code wait}; null when nothing changed within {@code wait} (304). One attempt
+     * of at most {@code timeout}; an IOException for anything else (404: never leased, or a
+     * jobstore without the route).
+     */
+    LeaseState pollLease(String etag, Duration wait, Duration timeout) throws IOException {
+        String path = base + "/lease?wait-ms=" + wait.toMillis();
+        JobstoreClient.Request req = new JobstoreClient.Request("GET", path, null).attempts(1).timeout(timeout);
+        if (etag != null) {
+            req.header("If-None-Match", etag);
+        }
+        JobstoreClient.Outcome out = client.call(req);
+        if (out.status == 304) {
+            return null;
+        }
+        JsonNode answer = expect(200, "GET", path, out);
+        return new LeaseState(
+                out.headers.firstValue("ETag").orElse(null),
+                answer.path("holder").asText(),
+                answer.path("epoch").asLong(),
+                answer.path("live").asBoolean(),
+                Math.max(0, answer.path("expires-in-ms").asLong()));
     }
 
     /** True when renewed; false when the holder does not hold that lease live (fenced). */

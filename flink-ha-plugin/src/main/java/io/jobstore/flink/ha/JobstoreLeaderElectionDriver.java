@@ -29,7 +29,12 @@ import java.util.concurrent.TimeUnit;
  * {@code onRevokeLeadership} when jobstore answers that the lease is lost, or when no renewal got
  * through before the term's deadline (a margin before the lease can expire in jobstore); then it
  * tries to acquire the lease again. Grants and revocations come from that one thread, so they
- * strictly alternate. A term is one acquisition of the lease, named by its lease id (jobstore draws a
+ * strictly alternate. A standby whose acquisition was refused waits for the lease in jobstore
+ * rather than for a renew interval: the refusal says how long the live lease has left, and the
+ * long poll of the lease ({@code GET .../ha/lease}) answers at its expiry or at once when it is
+ * released or changes hands; the standby tries again right then. Against a jobstore that does not
+ * say (or when the poll fails), it tries again after a renew interval.
+ * A term is one acquisition of the lease, named by its lease id (jobstore draws a
  * new one at every acquisition): the process never leads twice on the same lease id. An epoch may
  * repeat with a new lease id (a database failover lost the commit of an acquisition); that is a new
  * term, and the writes of the lost one are fenced by their lease id.
@@ -47,6 +52,12 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
 
     /** How many lease ids of earlier terms the lease loop remembers (the newest ones). */
     static final int LEASE_IDS_REMEMBERED = 1024;
+
+    /** How long after the live lease's expiry (as jobstore told it) a standby's wait ends at most. */
+    static final long EXPIRY_MARGIN_MS = 25;
+
+    /** A standby's long poll ends this much before the client's timeout (at most a second). */
+    static final long POLL_MARGIN_MS = 1000;
 
     private final HaApi leaseApi;
     private final HaApi api;
@@ -68,6 +79,10 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
     private HaApi.Lease lease;
     /** The lease ids of the terms this process led (the newest {@link #LEASE_IDS_REMEMBERED}). */
     private final Set<String> leaseIdsLed = new LinkedHashSet<>();
+    /** Standby: what the last refused acquisition said the live lease has left (ms); -1: nothing. */
+    private long heldForMs = -1;
+    /** Standby: the ETag of the lease as last polled (null: none yet, or the poll failed). */
+    private String leaseTag;
     private long deadlineNanos;
     private long nextRenewalNanos;
     private int failedRenewals;
@@ -178,7 +193,7 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
             while (isRunning()) {
                 if (lease == null) {
                     if (!tryAcquire()) {
-                        pauseUntil(System.nanoTime() + leadership.renewInterval.toNanos(), false);
+                        awaitLease();
                     }
                 } else {
                     renewOrRevoke();
@@ -251,16 +266,61 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
 
     /** The lease acquired, or null (held by another JobManager, or jobstore did not answer). */
     private HaApi.Lease acquireOnce() throws InterruptedException {
+        heldForMs = -1;
         try {
-            HaApi.Lease acquired = leaseApi.acquire(leadership.holder, leadership.lease, attemptTimeout);
-            if (acquired == null) {
-                LOG.debug("The leader lease of cluster {} is held by another JobManager.", api.clusterId());
+            HaApi.Acquisition a = leaseApi.tryAcquire(leadership.holder, leadership.lease, attemptTimeout);
+            if (a.lease == null) {
+                heldForMs = a.heldForMs;
+                LOG.debug("The leader lease of cluster {} is held by another JobManager ({} ms left).",
+                        api.clusterId(), a.heldForMs);
             }
-            return acquired;
+            return a.lease;
         } catch (IOException e) {
             interruptedCheck(e);
             LOG.warn("Could not try to acquire the leader lease of cluster {}: {}", api.clusterId(), e.getMessage());
             return null;
+        }
+    }
+
+    /**
+     * A standby's wait before it tries again: until the live lease expires, is released or changes
+     * hands (the long poll of the lease, on the client's timeout), when the refusal said how long it
+     * has left; otherwise (an older jobstore, no answer, or the poll failed) a renew interval.
+     */
+    private void awaitLease() throws InterruptedException {
+        long heldFor = heldForMs;
+        heldForMs = -1;
+        if (heldFor < 0 || !isRunning()) {
+            pauseUntil(System.nanoTime() + leadership.renewInterval.toNanos(), false);
+            return;
+        }
+        Duration timeout = api.client().timeout();
+        long cap = timeout.toMillis() - Math.min(POLL_MARGIN_MS, timeout.toMillis() / 4);
+        try {
+            if (leaseTag == null) {
+                // The first wait: the lease's tag, at once.
+                HaApi.LeaseState now = api.pollLease(null, Duration.ZERO, timeout);
+                if (now.etag == null) {
+                    throw new IOException("jobstore answered the lease without an ETag");
+                }
+                leaseTag = now.etag;
+                if (!now.live) {
+                    return;
+                }
+                heldFor = now.expiresInMs;
+            }
+            long wait = Math.max(0, Math.min(heldFor + EXPIRY_MARGIN_MS, cap));
+            HaApi.LeaseState changed = api.pollLease(leaseTag, Duration.ofMillis(wait), timeout);
+            if (changed != null) {
+                leaseTag = changed.etag;
+                LOG.debug("The leader lease of cluster {} changed: {}; trying to acquire it.", api.clusterId(), changed);
+            }
+        } catch (IOException e) {
+            interruptedCheck(e);
+            leaseTag = null;
+            LOG.debug("Could not wait for the leader lease of cluster {} ({}); trying again in {}.",
+                    api.clusterId(), e.getMessage(), leadership.renewInterval);
+            pauseUntil(System.nanoTime() + leadership.renewInterval.toNanos(), false);
         }
     }
 

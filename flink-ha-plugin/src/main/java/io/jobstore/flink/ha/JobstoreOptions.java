@@ -95,8 +95,8 @@ public final class JobstoreOptions {
                     "jobstore.ha.lease-duration",
                     Duration.ofSeconds(15),
                     "jobstore mode: how long the leader lease of a JobManager lasts without a"
-                            + " renewal; a standby takes over at most this long (plus one renew"
-                            + " interval) after the leader died. The leader gives up its leadership"
+                            + " renewal; a standby takes over this long after the leader's last"
+                            + " renewal (at once after a release). The leader gives up its leadership"
                             + " before the lease can expire when it cannot renew it.");
 
     /** {@code jobstore.ha.mode: jobstore}: how often the leader renews its lease. */
@@ -104,9 +104,9 @@ public final class JobstoreOptions {
             duration(
                     "jobstore.ha.renew-interval",
                     Duration.ofSeconds(5),
-                    "jobstore mode: how often the leader renews its lease, and how often a standby"
-                            + " tries to acquire it; must be shorter than"
-                            + " jobstore.ha.lease-duration.");
+                    "jobstore mode: how often the leader renews its lease (and how often a standby"
+                            + " tries to acquire it when jobstore does not tell when the lease"
+                            + " expires); must be shorter than jobstore.ha.lease-duration.");
 
     private static ConfigOption<String> text(String key, String description) {
         return ConfigOptions.key(key).stringType().noDefaultValue().withDescription(description);

@@ -39,7 +39,10 @@ final class Leadership {
     final String holder;
     /** How long the lease lasts unrenewed ({@code jobstore.ha.lease-duration}). */
     final Duration lease;
-    /** How often it is renewed, and a standby tries to acquire it ({@code jobstore.ha.renew-interval}). */
+    /**
+     * How often it is renewed, and a standby tries to acquire it when jobstore does not tell when
+     * the lease expires ({@code jobstore.ha.renew-interval}).
+     */
     final Duration renewInterval;
     private volatile Term term;
     /** Called when a write met a stale lease: the lease loop checks the lease at once. */

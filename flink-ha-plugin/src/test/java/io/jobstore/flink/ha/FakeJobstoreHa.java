@@ -25,7 +25,9 @@ import java.util.regex.Pattern;
  * lease id that is not the cluster's live lease are 409 {@code fenced: ...}; unknown body fields
  * are 400. State-handle listings come in pages ({@code limit}, {@code after}, {@code next}). Test
  * hooks read the lease, the handles and the counters, expire leases, lose the last acquisition (as
- * a database failover that loses its commit), and make listing pages small.
+ * a database failover that loses its commit), and make listing pages small. The lease's long poll
+ * ({@code GET .../lease}) wakes at acquisitions, releases and the lease's expiry; the 409 of an
+ * acquisition says how long the live lease has left ({@code Jobstore-Lease-Expires-In-Ms}).
  */
 final class FakeJobstoreHa {
 
@@ -80,6 +82,10 @@ final class FakeJobstoreHa {
     /** Most handles a listing page holds whatever its limit (jobstore's byte cap, made small). */
     private int pageCap = Integer.MAX_VALUE;
     private long pages;
+    /** Answer {@code GET .../lease} 404, as a jobstore without the route. */
+    private boolean leaseRouteMissing;
+    /** How many long polls of the lease were served. */
+    private long leasePolls;
 
     synchronized FakeJobstore.Answer serve(
             String method, String cluster, String rest, Map<String, String> query, String ifNoneMatch, byte[] body)
@@ -109,6 +115,9 @@ final class FakeJobstoreHa {
         }
         if (rest.startsWith("/lease/") && method.equals("POST")) {
             return lease(c, rest.substring("/lease/".length()), body, now);
+        }
+        if (rest.equals("/lease")) {
+            return pollLease(c, method, query, ifNoneMatch);
         }
         Matcher m = LEADER.matcher(rest);
         if (m.matches()) {
@@ -149,7 +158,9 @@ final class FakeJobstoreHa {
                 String holder = text(b, "holder");
                 long ms = positive(b, "duration-ms");
                 if (live && !l.holder.equals(holder)) {
-                    return conflict("the lease is held by another holder and has not expired");
+                    long left = Math.max(1, (l.expiresNanos - now + 999_999) / 1_000_000L);
+                    return conflict("the lease is held by another holder and has not expired")
+                            .header(HaApi.LEASE_EXPIRES_IN, Long.toString(left));
                 }
                 if (!live) {
                     c.beforeLastAcquisition = l == null ? null : l.copy();
@@ -162,6 +173,7 @@ final class FakeJobstoreHa {
                 }
                 l.holder = holder;
                 extend(c, now, ms);
+                notifyAll();
                 ObjectNode out = FlinkJson.MAPPER.createObjectNode();
                 out.put("epoch", l.epoch);
                 out.put("lease-id", l.leaseId);
@@ -189,6 +201,7 @@ final class FakeJobstoreHa {
                 if (released) {
                     l.expiresNanos = now;
                     c.expiryByLeaseId.put(l.leaseId, now);
+                    notifyAll();
                 }
                 ObjectNode out = FlinkJson.MAPPER.createObjectNode();
                 out.put("released", released);
@@ -197,6 +210,64 @@ final class FakeJobstoreHa {
             default:
                 return new FakeJobstore.Answer(404, FakeJobstore.error("no route"));
         }
+    }
+
+    /**
+     * {@code GET .../lease}: the lease (never its lease id) with an ETag of its holder, epoch and
+     * liveness, or 404 when never leased; with {@code If-None-Match} naming the current tag, waits up
+     * to {@code wait-ms} for a change, the lease's expiry included, then answers it, or 304.
+     */
+    private FakeJobstore.Answer pollLease(Cluster c, String method, Map<String, String> query, String ifNoneMatch) {
+        if (!method.equals("GET")) {
+            return new FakeJobstore.Answer(405, FakeJobstore.error("method not allowed"));
+        }
+        if (leaseRouteMissing) {
+            return new FakeJobstore.Answer(404, FakeJobstore.error("no route GET /lease"));
+        }
+        long waitMs = Long.parseLong(query.getOrDefault("wait-ms", "0"));
+        if (waitMs < 0 || waitMs > 60_000) {
+            throw new BadRequest("wait-ms must be 0 to 60000");
+        }
+        leasePolls++;
+        long until = System.nanoTime() + waitMs * 1_000_000L;
+        while (leaseTag(c).equals(ifNoneMatch) && !closed) {
+            long now = System.nanoTime();
+            long left = until - now;
+            if (left <= 0) {
+                return new FakeJobstore.Answer(304, null).header("ETag", leaseTag(c));
+            }
+            if (c.lease != null && now < c.lease.expiresNanos) {
+                // The expiry changes the tag with no write: wake up right after it.
+                left = Math.min(left, c.lease.expiresNanos - now + 1_000_000L);
+            }
+            try {
+                wait(Math.max(1, left / 1_000_000L));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        if (c.lease == null) {
+            return new FakeJobstore.Answer(404, FakeJobstore.error("never leased")).header("ETag", leaseTag(c));
+        }
+        long now = System.nanoTime();
+        boolean live = now < c.lease.expiresNanos;
+        ObjectNode out = FlinkJson.MAPPER.createObjectNode();
+        out.put("holder", c.lease.holder);
+        out.put("epoch", c.lease.epoch);
+        out.put("expires-at", Instant.now().plusNanos(Math.max(0, c.lease.expiresNanos - now)).toString());
+        out.put("expires-in-ms", live ? Math.max(1, (c.lease.expiresNanos - now + 999_999) / 1_000_000L) : 0);
+        out.put("live", live);
+        return FakeJobstore.json(200, out).header("ETag", leaseTag(c));
+    }
+
+    /** The tag of the lease: its holder, epoch and whether it is live (as jobstore's). */
+    private static String leaseTag(Cluster c) {
+        if (c.lease == null) {
+            return "\"never\"";
+        }
+        boolean live = System.nanoTime() < c.lease.expiresNanos;
+        return "\"" + Integer.toHexString(c.lease.holder.hashCode()) + "-" + c.lease.epoch + "-" + live + "\"";
     }
 
     private static void extend(Cluster c, long now, long ms) {
@@ -557,6 +628,7 @@ final class FakeJobstoreHa {
         if (c != null && c.lease != null) {
             c.lease.expiresNanos = System.nanoTime();
             c.expiryByLeaseId.put(c.lease.leaseId, c.lease.expiresNanos);
+            notifyAll();
         }
     }
 
@@ -575,6 +647,16 @@ final class FakeJobstoreHa {
         c.lease = c.beforeLastAcquisition;
         c.beforeLastAcquisition = null;
         c.acquired = false;
+    }
+
+    /** From now on {@code GET .../lease} answers 404 (true), as a jobstore without the route, or is served. */
+    synchronized void leaseRouteMissing(boolean missing) {
+        leaseRouteMissing = missing;
+    }
+
+    /** How many requests of {@code GET .../lease} were served. */
+    synchronized long leasePolls() {
+        return leasePolls;
     }
 
     /** Listing pages hold at most this many handles from now on (at least 1), whatever their limit. */

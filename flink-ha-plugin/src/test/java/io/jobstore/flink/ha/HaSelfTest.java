@@ -234,6 +234,7 @@ final class HaSelfTest {
         this.token = null;
         configuration();
         election();
+        failoverAtExpiry();
         faults();
         lostAcquisition();
         replicaFailover();
@@ -252,6 +253,7 @@ final class HaSelfTest {
         this.urls = url;
         this.token = token;
         election();
+        failoverAtExpiry();
         fencing();
         externalChanges();
         retrieval();
@@ -331,6 +333,83 @@ final class HaSelfTest {
                 PluginSelfTest.check(!b.events.sessions.get(0).equals(a.events.sessions.get(0)), "new session id");
                 a.events.checkAlternating();
                 b.events.checkAlternating();
+            }
+        });
+    }
+
+    /**
+     * A JobManager that leads by hand, through the lease routes only: acquires, renews, then stops
+     * renewing (dies silently) or releases. Answers when (System.nanoTime) its last renewal was sent.
+     */
+    private long leadByHand(HaApi api, String holder, int renewals) throws Exception {
+        HaApi.Lease held = api.acquire(holder, LEASE, Duration.ofSeconds(2));
+        PluginSelfTest.check(held != null, "the hand-made leader acquired the lease");
+        long last = System.nanoTime();
+        for (int i = 0; i < renewals; i++) {
+            Thread.sleep(RENEW.toMillis());
+            last = System.nanoTime();
+            PluginSelfTest.check(api.renew(holder, held, LEASE, Duration.ofSeconds(2)), "renewed");
+        }
+        return last;
+    }
+
+    private void failoverAtExpiry() {
+        t.test("lease driver: a standby waits for the lease in jobstore, not for a renew interval: it leads within"
+                + " 1 s of the leader's release, and within the lease + 1 s of the last renewal of a leader that"
+                + " died silently (the 409's Jobstore-Lease-Expires-In-Ms, the long poll of GET .../lease)", () -> {
+            // A release: the standby's long poll answers at once.
+            String cluster = cluster();
+            try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster).start()) {
+                Thread.sleep(3 * RENEW.toMillis());
+                PluginSelfTest.check(!b.driver.hasLeadership(), "b waits while a leads");
+                if (fake != null) {
+                    long acquires = fake.requests("POST", "/ha/lease/acquire").size();
+                    Thread.sleep(LEASE.toMillis());
+                    long during = fake.requests("POST", "/ha/lease/acquire").size() - acquires;
+                    PluginSelfTest.check(during <= 4, "b asked " + during + " times in " + LEASE.toMillis()
+                            + " ms while a renewed: it waits on the long poll, not in a loop");
+                }
+                long closed = System.nanoTime();
+                a.driver.close();
+                b.awaitGrants(1);
+                long ms = (b.events.nanos.get(0) - closed) / 1_000_000;
+                System.out.println("# a release: the standby led " + ms + " ms after the leader closed (lease "
+                        + LEASE.toMillis() + " ms, renew " + RENEW.toMillis() + " ms)");
+                PluginSelfTest.check(ms < 1_000, "b granted " + ms + " ms after a released the lease (must be < 1000)");
+            }
+            // A silent death: the standby leads at the lease's expiry.
+            cluster = cluster();
+            HaApi dead = new HaApi(client(urls, cluster, 0), () -> {});
+            try (Process b = new Process(urls, cluster)) {
+                long lastRenewal = leadByHand(dead, "jm-dead", 2);
+                b.start();
+                b.awaitGrants(1);
+                long ms = (b.events.nanos.get(0) - lastRenewal) / 1_000_000;
+                System.out.println("# a silent death: the standby led " + ms + " ms after the leader's last renewal"
+                        + " (lease " + LEASE.toMillis() + " ms, renew " + RENEW.toMillis() + " ms)");
+                PluginSelfTest.check(ms >= LEASE.toMillis() - 50, "b granted " + ms + " ms after the last renewal: not"
+                        + " before the lease expired");
+                PluginSelfTest.check(ms < LEASE.toMillis() + 1_000,
+                        "b granted " + ms + " ms after the last renewal (must be < lease + 1000)");
+                b.events.checkAlternating();
+            }
+            if (fake == null) {
+                return;
+            }
+            // A jobstore without the long poll (404): a renew interval between tries, as before.
+            cluster = cluster();
+            fake.ha.leaseRouteMissing(true);
+            try (Process b = new Process(urls, cluster)) {
+                HaApi old = new HaApi(client(urls, cluster, 0), () -> {});
+                long lastRenewal = leadByHand(old, "jm-dead", 1);
+                b.start();
+                b.awaitGrants(1);
+                long ms = (b.events.nanos.get(0) - lastRenewal) / 1_000_000;
+                System.out.println("# without GET .../lease: the standby led " + ms + " ms after the last renewal");
+                PluginSelfTest.check(ms < LEASE.toMillis() + RENEW.toMillis() + 1_000,
+                        "b granted " + ms + " ms after the last renewal (must be < lease + renew + 1000)");
+            } finally {
+                fake.ha.leaseRouteMissing(false);
             }
         });
     }
