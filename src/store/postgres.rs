@@ -39,11 +39,11 @@ const UP_PROBE_GAP: Duration = Duration::from_millis(100);
 /// How long one host may take to accept a probe's connection (libpq's `connect_timeout` in
 /// the URL overrides it; never longer than `--db-timeout`).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-/// While no server takes writes, at most this many probes are under way at once: a new one
-/// starts every [`DOWN_RETRY`] without waiting for the earlier ones, so that a connection
-/// stuck on a dead primary (behind a proxy that has not noticed yet) holds up one probe for
-/// its timeout, never the probe that finds the new primary.
-const MAX_PROBES: usize = 8;
+/// While no server takes writes, a new probe starts every [`DOWN_RETRY`] without waiting for
+/// the earlier ones, so that a connection stuck on a dead primary (behind a proxy that has not
+/// noticed yet) holds up one probe for its timeout, never the probe that finds the new
+/// primary: as many at once as one probe timeout spans, at most this many.
+const MAX_PROBES: usize = 128;
 /// A pooled connection idle longer than this is checked (read-write, alive) before it is
 /// handed out: one round trip, like the ping it replaces.
 const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
@@ -280,9 +280,18 @@ impl Link {
         }
     }
 
+    /// How many probes may be under way at once while down: enough that one starts every
+    /// [`DOWN_RETRY`] however long each waits for its connection.
+    fn probes_at_once(&self) -> usize {
+        let span = self.probe_timeout.as_millis() / DOWN_RETRY.as_millis().max(1);
+        usize::try_from(span)
+            .unwrap_or(MAX_PROBES)
+            .saturating_add(2)
+            .min(MAX_PROBES)
+    }
+
     /// While no server takes writes: a probe every [`DOWN_RETRY`], each with the whole probe
-    /// timeout, without waiting for the ones still connecting (at most [`MAX_PROBES`] at
-    /// once). The first that finds a server selects it; of the others, only an answer newer
+    /// timeout, without waiting for the ones still connecting. The first that finds a server selects it; of the others, only an answer newer
     /// than the last one acted on counts. Returns once a server takes writes, or the pools
     /// closed.
     async fn while_down(self: Arc<Self>) {
@@ -292,7 +301,7 @@ impl Link {
             if self.closed() {
                 return;
             }
-            if probes.len() < MAX_PROBES {
+            if probes.len() < self.probes_at_once() {
                 started += 1;
                 let (link, seq) = (self.clone(), started);
                 probes.spawn(async move { (seq, link.probe(link.probe_timeout).await) });
