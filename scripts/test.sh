@@ -82,5 +82,12 @@ fi
 step "the suites on a real Flink 2.3.0: the harness, savepoints, the HA plugin standalone and on ZooKeeper"
 flink_rc=0
 python3 tests/flink/run.py || flink_rc=$?
+
+# A Flink job on the plugin's jobstore HA mode through PostgreSQL failovers shorter and longer
+# than the lease (tests/patroni/flink_failover.py, about 2 minutes), on the Flink installed above.
+if [ "${SKIP_PATRONI:-0}" != 1 ]; then
+  step "a Flink job on jobstore HA through PostgreSQL failovers (Patroni, synchronous mode)"
+  python3 tests/patroni/run.py --modes sync flink || patroni_rc=$?
+fi
 patroni_verdict
 exit "$flink_rc"
