@@ -294,34 +294,56 @@ async fn get_lease(
     QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
 ) -> ApiResult<Response> {
     let c = cluster(&params)?;
-    let deadline = tokio::time::Instant::now() + wait_of(&state, &q)?;
+    let (store, c) = (state.store.as_ref(), &c);
+    long_poll(&state, &q, &headers, || async move {
+        let view = store.get_lease(c).await?;
+        let (listing, tag) = lease_listing(view.as_ref());
+        let answer = match listing {
+            Some(listing) => Json(listing).into_response(),
+            None => ApiError::NotFound(format!("cluster {c} was never leased")).into_response(),
+        };
+        // A live lease's expiry changes the tag without any write: read again right after it.
+        let recheck = view
+            .filter(LeaseView::live)
+            .map_or(RECHECK, |v| v.expires_in() + EXPIRY_MARGIN);
+        Ok((answer, tag, recheck))
+    })
+    .await
+}
+
+/// A long poll: `read` answers the resource as it is now, its tag and how soon to read it
+/// again unwoken. Without `If-None-Match` naming the current tag (or once `wait-ms` is over),
+/// the answer goes out at once (304 when the tag still matches); otherwise it waits for a
+/// change of the HA data (woken by every write of this process, and on PostgreSQL of every
+/// writer) and reads again. The answer carries the tag as `ETag`.
+async fn long_poll<F, Fut>(
+    state: &AppState, q: &WaitQuery, headers: &HeaderMap, read: F,
+) -> ApiResult<Response>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ApiResult<(Response, String, Duration)>>,
+{
+    let deadline = tokio::time::Instant::now() + wait_of(state, q)?;
     // Subscribed before the first read, so that no change between the read and the wait is
     // missed.
     let mut changes = state.store.leader_info_changes();
     loop {
-        let view = state.store.get_lease(&c).await?;
-        let (listing, tag) = lease_listing(view.as_ref());
-        let unchanged = matches_tag(&headers, &tag);
+        let (answer, tag, recheck) = read().await?;
+        let unchanged = matches_tag(headers, &tag);
         let now = tokio::time::Instant::now();
         if !unchanged || now >= deadline {
-            let mut res = match (unchanged, listing) {
-                (true, _) => StatusCode::NOT_MODIFIED.into_response(),
-                (false, Some(listing)) => Json(listing).into_response(),
-                (false, None) => {
-                    ApiError::NotFound(format!("cluster {c} was never leased")).into_response()
-                }
+            let mut res = if unchanged {
+                StatusCode::NOT_MODIFIED.into_response()
+            } else {
+                answer
             };
             if let Ok(v) = HeaderValue::from_str(&tag) {
                 res.headers_mut().insert(header::ETAG, v);
             }
             return Ok(res);
         }
-        // A live lease's expiry changes the tag without any write: read again right after it.
-        let expiry = view
-            .filter(LeaseView::live)
-            .map_or(RECHECK, |v| v.expires_in() + EXPIRY_MARGIN);
         changes.borrow_and_update();
-        let wait = (deadline - now).min(RECHECK).min(expiry);
+        let wait = (deadline - now).min(RECHECK).min(recheck);
         let _ = tokio::time::timeout(wait, changes.changed()).await;
     }
 }
@@ -477,33 +499,12 @@ async fn list_leader_info(
     QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
 ) -> ApiResult<Response> {
     let c = cluster(&params)?;
-    let deadline = tokio::time::Instant::now() + wait_of(&state, &q)?;
-    // Subscribed before the first read, so that no change between the read and the wait is
-    // missed.
-    let mut changes = state.store.leader_info_changes();
-    loop {
-        let (listing, tag) = leader_info_listing(state.store.as_ref(), &c).await?;
-        let unchanged = matches_tag(&headers, &tag);
-        let now = tokio::time::Instant::now();
-        if !unchanged || now >= deadline {
-            let status = if unchanged {
-                StatusCode::NOT_MODIFIED
-            } else {
-                StatusCode::OK
-            };
-            let mut res = if unchanged {
-                status.into_response()
-            } else {
-                Json(listing).into_response()
-            };
-            if let Ok(v) = HeaderValue::from_str(&tag) {
-                res.headers_mut().insert(header::ETAG, v);
-            }
-            return Ok(res);
-        }
-        changes.borrow_and_update();
-        let _ = tokio::time::timeout((deadline - now).min(RECHECK), changes.changed()).await;
-    }
+    let (store, c) = (state.store.as_ref(), &c);
+    long_poll(&state, &q, &headers, || async move {
+        let (listing, tag) = leader_info_listing(store, c).await?;
+        Ok((Json(listing).into_response(), tag, RECHECK))
+    })
+    .await
 }
 
 async fn delete_leader_info(
