@@ -882,7 +882,7 @@ backend_tests!(
     }
 );
 
-// ---- Issue 12 (hardening), points 5, 12 and 13 ----
+// ---- Hardening: the executor against a hostile or broken Flink ----
 
 /// Triggers `id` of `job` on this fake directly, as if jobstore had triggered it there.
 async fn trigger_directly(fake: &FakeFlink, job: &str, id: &str) {

@@ -111,7 +111,7 @@ fn check_operation(op: &Value, cluster: &str, job: &str, request: &str, kind: &s
         "failure-cause",
         "created-at",
         "completed-at",
-        // Issue 16: who made it, and when its savepoint was disposed of.
+        // Who made it, and when its savepoint was disposed of.
         "trigger",
         "disposed-at",
     ]);
@@ -1422,7 +1422,7 @@ async fn put_url(api: &Client, cluster: &str, url: &str) -> Resp {
     .await
 }
 
-// Issue 12, point 11: URLs the old validator accepted and the schema's CHECK refused were
+// URLs the old validator accepted and the schema's CHECK refused were
 // answered 500. Each is now stored normalised (a scheme in another case) or refused 400.
 backend_tests!(
     flink_urls_the_check_refused_are_normalised_or_400,
@@ -1478,7 +1478,7 @@ backend_tests!(
     }
 );
 
-// Issue 12, point 12: `--flink-allowed-hosts` is checked at PUT, the refused host named.
+// `--flink-allowed-hosts` is checked at PUT, the refused host named.
 backend_tests!(put_refuses_hosts_outside_the_allow_list, |ts| async move {
     let api = ts.api(HttpConfig {
         flink_allowed_hosts: jobstore::flink::AllowedHosts::parse(

@@ -1,4 +1,4 @@
-"""The savepoint lifecycle (issue 16) through jobstore on a real Flink 2.3.0 session cluster.
+"""The savepoint lifecycle through jobstore on a real Flink 2.3.0 session cluster.
 
 Flink's own command-line client talks to jobstore (`flink savepoint -m`, `flink savepoint -d`,
 `flink stop -m`, all `/v1` paths): the savepoint path it prints exists, the disposed folder is

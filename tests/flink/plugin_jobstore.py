@@ -1,5 +1,5 @@
 """The plugin's `jobstore.ha.mode: jobstore` on a real Flink 2.3.0: Flink HA with jobstore as the
-only coordination service (issue 15). No ZooKeeper serves these clusters.
+only coordination service. No ZooKeeper serves these clusters.
 
 Two jobstore replicas on one fresh PostgreSQL database, both reaching it through the harness's
 TCP proxy (outages without touching the machine's PostgreSQL); Flink reaches replica 1 through an

@@ -1,4 +1,4 @@
-"""The plugin's `jobstore.ha.mode: zookeeper` on a real ZooKeeper (issue 14).
+"""The plugin's `jobstore.ha.mode: zookeeper` on a real ZooKeeper.
 
 A real ZooKeeper (Debian's `zookeeper` package), two jobstore replicas on one fresh PostgreSQL
 database, and Flink 2.3.0 clusters of two JobManagers and one TaskManager on 127.0.0.1:

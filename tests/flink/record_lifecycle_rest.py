@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Records what a real Flink 2.3.0 answers and what its CLI sends, for issue 16.
+"""Records what a real Flink 2.3.0 answers and what its CLI sends, for the savepoint lifecycle.
 
 Usage: python3 tests/flink/record_lifecycle_rest.py OUTDIR
        (the recordings of the repository live in tests/data/flink-2.3.0/lifecycle/)
 
 Starts its own Flink session cluster (JobManager + TaskManager on 127.0.0.1, free ports, a scratch
-folder) with scripts/flink/cluster.sh, submits the probe job (scripts/flink/build-probe-job.sh) a
-few times, and records into OUTDIR/NAME.json:
+folder) with the real-Flink suites' harness (flink.py: the Flink of scripts/flink/install.sh, the
+probe job of scripts/flink/probe-job), submits the probe job a few times, and records into OUTDIR/NAME.json:
 
   checkpoint-*   POST /jobs/:jobid/checkpoints and GET /jobs/:jobid/checkpoints/:triggerid
   disposal-*     POST /savepoint-disposal and GET /savepoint-disposal/:triggerid
@@ -28,9 +28,9 @@ compact JSON is stored parsed; any other body as a string (with "body-text" when
 would not give back the same bytes). Stack traces longer than 20 000 characters are cut (the
 file then says "cut": true); serialized-throwable is never cut.
 
-Everything started here is stopped by its pid (cluster.sh stop reads the cluster's pid files),
-also when the script fails or is interrupted. Needs Java 17, curl, and Flink 2.3.0 from
-scripts/flink/install.sh (FLINK_HOME, or JOBSTORE_FLINK_CACHE for install.sh).
+Everything started here is stopped by its pid (the harness's scope), also when the script fails
+or is interrupted. Needs Java 17, curl, and Flink 2.3.0 from scripts/flink/install.sh
+(JOBSTORE_FLINK_CACHE for install.sh).
 Env: KEEP_SCRATCH=1 keeps the scratch folder.
 """
 import base64
@@ -48,10 +48,12 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402 - the real-Flink suites' harness, beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-CLUSTER_SH = os.path.join(REPO, "scripts", "flink", "cluster.sh")
-INSTALL_SH = os.path.join(REPO, "scripts", "flink", "install.sh")
 CUT_AT = 20000
 JSON_HEADERS = {"Content-Type": "application/json"}
 UNKNOWN_JOB = "0123456789abcdef0123456789abcdef"
@@ -62,8 +64,7 @@ def log(msg):
     print(f"[record-lifecycle {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-class Fail(Exception):
-    pass
+Fail = harness.Fail  # what the suites' harness raises, and this script too
 
 
 def wait_for(what, fn, timeout, interval=0.2):
@@ -398,38 +399,36 @@ class Session:
         self.env = dict(os.environ)
 
     # --- cluster -------------------------------------------------------------------------------
-
-    def sh(self, *args, env=None, timeout=600):
-        r = subprocess.run(["bash", CLUSTER_SH, *args], capture_output=True, text=True,
-                           env=env or self.env, timeout=timeout)
-        if r.returncode != 0:
-            raise Fail(f"cluster.sh {' '.join(args)} failed ({r.returncode}): {r.stderr[-3000:]}")
-        return r.stdout.strip()
+    # The suites' own Flink install, probe-job build and session cluster (flink.py), so that the
+    # recordings are made on exactly the Flink the suites test.
 
     def start(self):
-        self.flink_home = os.environ.get("FLINK_HOME") or subprocess.run(
-            ["bash", INSTALL_SH], check=True, capture_output=True, text=True).stdout.strip()
+        import flink
+        self.started = True
+        self.flink = flink.Flink(self.scratch)
+        self.flink_home = self.flink.home
         self.env["FLINK_HOME"] = self.flink_home
+        self.flink.probe_jar()
         os.makedirs(os.path.join(self.scratch, "checkpoints"))
         os.makedirs(os.path.join(self.scratch, "savepoints"))
         # Checkpoint storage on the file system; deliberately no default savepoint directory
         # (execution.checkpointing.savepoint-dir), for the "no target directory" answers.
-        self.env["FLINK_EXTRA_CONF"] = (
-            f"execution.checkpointing.dir: file://{self.scratch}/checkpoints\n"
-            "execution.checkpointing.num-retained: 3")
+        conf = {"execution.checkpointing.dir": f"file://{self.scratch}/checkpoints",
+                "execution.checkpointing.num-retained": 3}
+        self.flink_cluster = flink.Cluster(self.flink, "flink", self.cluster, conf)
         log(f"starting Flink in {self.cluster}")
-        self.started = True
-        url = self.sh("start", self.cluster)
+        self.flink_cluster.start()
+        url = self.flink_cluster.rest
         self.rest_port = int(url.rsplit(":", 1)[1])
         log(f"Flink REST at {url}")
 
     def stop(self):
         if self.proxy is not None:
             self.proxy.stop()
-        if self.started:
+        if self.started and getattr(self, "flink_cluster", None) is not None:
             log(f"stopping Flink in {self.cluster}")
             try:
-                self.sh("stop", self.cluster, timeout=120)
+                self.flink_cluster.stop()
             except Exception as e:  # noqa: BLE001 - report and go on cleaning up
                 log(f"stopping the cluster failed: {e}")
         if os.environ.get("KEEP_SCRATCH"):
@@ -438,12 +437,12 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
     def submit(self, *args):
-        job = self.sh("submit", self.cluster, *[str(a) for a in args]).splitlines()[-1]
+        job = self.flink_cluster.submit(*args)
         log(f"submitted {args} as {job}")
         return job
 
     def wait_job(self, job, state, timeout=120):
-        self.sh("wait-job", self.cluster, job, state, str(timeout), timeout=timeout + 30)
+        self.flink_cluster.wait_job(job, state, timeout)
 
     # --- recordings ----------------------------------------------------------------------------
 
@@ -913,14 +912,15 @@ def main():
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
-    try:
-        session.start()
-        session.run()
-    except Fail as e:
-        log(f"FAILED: {e}")
-        return 1
-    finally:
-        session.stop()
+    with harness.scope("record-lifecycle"):
+        try:
+            session.start()
+            session.run()
+        except Fail as e:
+            log(f"FAILED: {e}")
+            return 1
+        finally:
+            session.stop()
     return 0
 
 
