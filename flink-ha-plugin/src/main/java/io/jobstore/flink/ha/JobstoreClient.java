@@ -1,8 +1,5 @@
 package io.jobstore.flink.ha;
 
-import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.HighAvailabilityOptions;
-import org.apache.flink.configuration.IllegalConfigurationException;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 
@@ -13,41 +10,28 @@ import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.net.ConnectException;
 import java.net.URI;
-import java.net.URLEncoder;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpHeaders;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.NoSuchElementException;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.regex.Pattern;
 
 /**
- * HTTP client of jobstore's result store API ({@code /v1/clusters/{cluster}/job-results} and
- * {@code /v1/clusters/{cluster}/application-results}), with the error mapping Flink's stores
- * expect:
+ * The plugin's transport to jobstore: HTTP with retries and failover across replicas, used by
+ * the result store API ({@link ResultStoreApi}) and the HA services' API ({@link HaApi}). Its
+ * settings come from {@link JobstoreClientConfig}.
  *
  * <ul>
- *   <li>409 on create: {@link IllegalStateException};
- *   <li>404 on mark-clean: {@link NoSuchElementException};
- *   <li>network errors, timeouts, 5xx, 408 and 429: retried with exponential backoff, then an
- *       {@link IOException};
- *   <li>any other unexpected answer (400, 401, 403, ...): an {@link IOException} at once.
+ *   <li>network errors, timeouts, 5xx, 408 and 429: retried with the pauses of {@link Backoff},
+ *       then an {@link UnavailableException} that tells whether an attempt may have landed;
+ *   <li>any other answer is the caller's to map ({@link Outcome}).
  * </ul>
- *
- * <p>Every call is retried, create included: a retried create can meet a 409 caused by an earlier
- * attempt of the same call that reached the server although its answer was lost. Only in that
- * case the entry is read back; when it is dirty and its result equals the one being created, the
- * create counts as done. Otherwise (the first attempt answered 409, or the stored entry is clean
- * or differs) the 409 is an {@link IllegalStateException}, as Flink's contract asks.
  *
  * <p>The base URL may be a comma-separated list of jobstore replicas that share one database. The
  * client uses one replica at a time (the first at start) and moves on to the next one, for the
@@ -60,39 +44,7 @@ final class JobstoreClient {
 
     private static final Logger LOG = LoggerFactory.getLogger(JobstoreClient.class);
 
-    private static final Pattern CLUSTER_ID = Pattern.compile("[A-Za-z0-9._-]{1,128}");
-    private static final Pattern ID = Pattern.compile("[0-9a-f]{32}");
     static final String USER_AGENT = "jobstore-flink-ha-plugin/" + Version.VERSION;
-
-    /** The two kinds of result stores; they differ only in names. */
-    enum Kind {
-        JOB("job-results", "job", "job-id", "JobResult", "job result store", "Job result store"),
-        APPLICATION(
-                "application-results",
-                "application",
-                "application-id",
-                "ApplicationResult",
-                "application result store",
-                "Application result store");
-
-        final String collection;
-        final String noun;
-        /** The entry's field naming its id. */
-        final String idField;
-        /** Flink's class of the result. */
-        final String flinkType;
-        final String storeName;
-        final String storeTitle;
-
-        Kind(String collection, String noun, String idField, String flinkType, String storeName, String storeTitle) {
-            this.collection = collection;
-            this.noun = noun;
-            this.idField = idField;
-            this.flinkType = flinkType;
-            this.storeName = storeName;
-            this.storeTitle = storeTitle;
-        }
-    }
 
     private final HttpClient http;
     /** The replicas, in the configured order. */
@@ -143,116 +95,6 @@ final class JobstoreClient {
                         .build();
     }
 
-    /** Reads and validates the {@code jobstore.*} keys and the HA cluster id. */
-    static JobstoreClient fromConfiguration(Configuration config) {
-        String url = config.get(JobstoreOptions.URL);
-        if (url == null || url.trim().isEmpty()) {
-            throw new IllegalConfigurationException(
-                    "The jobstore HA services need '"
-                            + JobstoreOptions.URL.key()
-                            + "' (e.g. http://127.0.0.1:8090) in Flink's configuration.");
-        }
-        List<String> replicas = new ArrayList<>();
-        for (String part : url.split(",", -1)) {
-            String one = part.trim();
-            if (one.isEmpty()) {
-                throw new IllegalConfigurationException(
-                        "'"
-                                + JobstoreOptions.URL.key()
-                                + "' has an empty entry in its comma-separated list: "
-                                + url);
-            }
-            validateUrl(one);
-            if (replicas.contains(one.replaceAll("/+$", ""))) {
-                throw new IllegalConfigurationException(
-                        "'" + JobstoreOptions.URL.key() + "' lists " + one + " twice");
-            }
-            replicas.add(one.replaceAll("/+$", ""));
-        }
-        url = String.join(",", replicas);
-
-        String token = config.get(JobstoreOptions.TOKEN);
-        if ((token == null || token.trim().isEmpty()) && config.get(JobstoreOptions.TOKEN_FILE) != null) {
-            String file = config.get(JobstoreOptions.TOKEN_FILE);
-            try {
-                token = new String(Files.readAllBytes(Paths.get(file)), StandardCharsets.UTF_8);
-            } catch (IOException e) {
-                throw new IllegalConfigurationException(
-                        "Cannot read '" + JobstoreOptions.TOKEN_FILE.key() + "' " + file + ": " + e,
-                        e);
-            }
-        }
-        token = token == null ? null : token.trim();
-        if (token != null && !token.isEmpty() && !token.matches("[\\x21-\\x7e]+")) {
-            throw new IllegalConfigurationException(
-                    "The jobstore token must be printable ASCII without spaces.");
-        }
-
-        Duration timeout = config.get(JobstoreOptions.TIMEOUT);
-        if (timeout.isZero() || timeout.isNegative()) {
-            throw new IllegalConfigurationException(
-                    "'" + JobstoreOptions.TIMEOUT.key() + "' must be positive, got " + timeout);
-        }
-        int retries = config.get(JobstoreOptions.RETRIES);
-        if (retries < 0) {
-            throw new IllegalConfigurationException(
-                    "'" + JobstoreOptions.RETRIES.key() + "' must be >= 0, got " + retries);
-        }
-        Duration backoff = config.get(JobstoreOptions.RETRY_BACKOFF);
-        Duration maxBackoff = config.get(JobstoreOptions.RETRY_MAX_BACKOFF);
-        if (backoff.isNegative() || maxBackoff.isNegative()) {
-            throw new IllegalConfigurationException("jobstore retry backoffs must not be negative");
-        }
-        int pageSize = config.get(JobstoreOptions.PAGE_SIZE);
-        if (pageSize < 1 || pageSize > 10000) {
-            throw new IllegalConfigurationException(
-                    "'" + JobstoreOptions.PAGE_SIZE.key() + "' must be 1..10000, got " + pageSize);
-        }
-        return new JobstoreClient(
-                url, clusterId(config), token, timeout, retries, backoff, maxBackoff, pageSize);
-    }
-
-    private static void validateUrl(String url) {
-        URI uri;
-        try {
-            uri = URI.create(url);
-        } catch (IllegalArgumentException e) {
-            throw new IllegalConfigurationException(
-                    "'" + JobstoreOptions.URL.key() + "' is not a URL: " + url, e);
-        }
-        if (!"http".equalsIgnoreCase(uri.getScheme()) && !"https".equalsIgnoreCase(uri.getScheme())
-                || uri.getHost() == null) {
-            throw new IllegalConfigurationException(
-                    "'"
-                            + JobstoreOptions.URL.key()
-                            + "' must be an http:// or https:// URL with a host, got: "
-                            + url);
-        }
-        if (uri.getQuery() != null || uri.getFragment() != null) {
-            throw new IllegalConfigurationException(
-                    "'" + JobstoreOptions.URL.key() + "' must not have a query or fragment: " + url);
-        }
-    }
-
-    /**
-     * The cluster id of the entries: Flink's {@code high-availability.cluster-id} without leading
-     * slashes (Flink's default is "/default", a ZooKeeper-style path, which becomes "default").
-     */
-    static String clusterId(Configuration config) {
-        String raw = config.get(HighAvailabilityOptions.HA_CLUSTER_ID);
-        String id = raw == null ? "" : raw.trim().replaceFirst("^/+", "");
-        if (!CLUSTER_ID.matcher(id).matches()) {
-            throw new IllegalConfigurationException(
-                    "'"
-                            + HighAvailabilityOptions.HA_CLUSTER_ID.key()
-                            + "' must be 1 to 128 of [A-Za-z0-9._-] (after leading slashes) for"
-                            + " jobstore, got: '"
-                            + raw
-                            + "'");
-        }
-        return id;
-    }
-
     String clusterId() {
         return clusterId;
     }
@@ -270,6 +112,16 @@ final class JobstoreClient {
     /** The pause between retries at most ({@code jobstore.retry-max-backoff}). */
     Duration maxRetryBackoff() {
         return Duration.ofMillis(maxBackoffMillis);
+    }
+
+    /** A new sequence of retry pauses of the configured backoff, none shorter than floorMillis. */
+    Backoff backoff(long floorMillis) {
+        return new Backoff(retryBackoff(), maxRetryBackoff(), floorMillis);
+    }
+
+    /** Entries per page of a listing ({@code jobstore.page-size}). */
+    int pageSize() {
+        return pageSize;
     }
 
     /**
@@ -300,142 +152,6 @@ final class JobstoreClient {
     /** The replica the next call goes to. */
     String currentUrl() {
         return baseUrls.get(current.get());
-    }
-
-    // ---------------------------------------------------------------------------------------
-    // Operations
-    // ---------------------------------------------------------------------------------------
-
-    /**
-     * {@code POST .../{collection}} with a Flink JRS/ARS file as body.
-     *
-     * @throws IllegalStateException if the id is already registered (dirty or clean)
-     */
-    void createDirty(Kind kind, String id, byte[] envelope) throws IOException {
-        String path = collectionPath(kind);
-        Outcome out = call("POST", path, envelope);
-        if (out.status == 201 || out.status == 200) {
-            return;
-        }
-        if (out.status == 409) {
-            if (out.earlierAttemptMayHaveLanded && ourEarlierCreateLanded(kind, id, envelope)) {
-                LOG.info(
-                        "An earlier attempt of creating the dirty {} entry {} in jobstore"
-                                + " succeeded although its answer was lost; treating the create"
-                                + " as done.",
-                        kind.noun,
-                        id);
-                return;
-            }
-            throw new IllegalStateException(
-                    errorMessage(
-                            out.body,
-                            String.format(
-                                    "%s already contains an entry for %s %s",
-                                    kind.storeTitle, kind.noun, id)));
-        }
-        throw unexpected("POST", path, out);
-    }
-
-    private boolean ourEarlierCreateLanded(Kind kind, String id, byte[] envelope) throws IOException {
-        JsonNode stored = get(kind, id);
-        if (stored == null || !"dirty".equals(stored.path("state").asText())) {
-            return false;
-        }
-        JsonNode sent = FlinkJson.parse(envelope).get("result");
-        return FlinkJson.sameJson(sent, stored.get("result"));
-    }
-
-    /** {@code GET .../{collection}/{id}}: the entry, or null when there is none. */
-    JsonNode get(Kind kind, String id) throws IOException {
-        String path = entryPath(kind, id);
-        Outcome out = call("GET", path, null);
-        if (out.status == 200) {
-            return parseObject("GET", path, out.body);
-        }
-        if (out.status == 404) {
-            return null;
-        }
-        throw unexpected("GET", path, out);
-    }
-
-    /** {@code HEAD .../{collection}/{id}}: whether an entry (dirty or clean) exists. */
-    boolean exists(Kind kind, String id) throws IOException {
-        String path = entryPath(kind, id);
-        Outcome out = call("HEAD", path, null);
-        if (out.status == 200) {
-            return true;
-        }
-        if (out.status == 404) {
-            return false;
-        }
-        throw unexpected("HEAD", path, out);
-    }
-
-    /**
-     * {@code POST .../{collection}/{id}/clean}; an entry that is already clean stays as it is.
-     *
-     * @throws NoSuchElementException if there is no entry for the id
-     */
-    void markClean(Kind kind, String id) throws IOException {
-        String path = entryPath(kind, id) + "/clean";
-        Outcome out = call("POST", path, null);
-        if (out.status == 200 || out.status == 204) {
-            return;
-        }
-        if (out.status == 404) {
-            throw new NoSuchElementException(
-                    String.format(
-                            "Could not mark %s %s as clean as it is not present in the %s.",
-                            kind.noun, id, kind.storeName));
-        }
-        throw unexpected("POST", path, out);
-    }
-
-    /** All dirty entries, following {@code next} page by page until it is null. */
-    List<JsonNode> listDirty(Kind kind) throws IOException {
-        List<JsonNode> entries = new ArrayList<>();
-        String after = null;
-        int pages = 0;
-        while (true) {
-            String path =
-                    collectionPath(kind)
-                            + "?state=dirty&limit="
-                            + pageSize
-                            + (after == null
-                                    ? ""
-                                    : "&after=" + URLEncoder.encode(after, StandardCharsets.UTF_8));
-            Outcome out = call("GET", path, null);
-            if (out.status != 200) {
-                throw unexpected("GET", path, out);
-            }
-            JsonNode page = parseObject("GET", path, out.body);
-            JsonNode items = page.get(kind.collection);
-            if (items == null || !items.isArray()) {
-                throw new IOException(
-                        "jobstore GET " + path + ": answer has no '" + kind.collection + "' array");
-            }
-            items.forEach(entries::add);
-            pages++;
-            JsonNode next = page.get("next");
-            if (next == null || next.isNull()) {
-                break;
-            }
-            String cursor = next.asText();
-            if (cursor.isEmpty() || cursor.equals(after) || items.size() == 0) {
-                throw new IOException(
-                        "jobstore GET "
-                                + path
-                                + ": paging does not advance (next="
-                                + cursor
-                                + ", "
-                                + items.size()
-                                + " entries)");
-            }
-            after = cursor;
-        }
-        LOG.debug("Listed {} dirty {} entries of cluster {} in {} page(s)", entries.size(), kind.noun, clusterId, pages);
-        return entries;
     }
 
     // ---------------------------------------------------------------------------------------
@@ -528,7 +244,7 @@ final class JobstoreClient {
     Outcome call(Request req) throws IOException {
         int attempts = req.attempts > 0 ? req.attempts : retries + 1;
         boolean mayHaveLanded = false;
-        long pause = backoffMillis;
+        Backoff pause = backoff(0);
         String problem = null;
         IOException cause = null;
         String lastBase = null;
@@ -540,8 +256,7 @@ final class JobstoreClient {
             if (attempt > 1) {
                 // A replica not yet tried during this call is tried at once.
                 if (!(switched && !tried[index])) {
-                    sleep(pause, req);
-                    pause = Math.min(maxBackoffMillis, pause * 2);
+                    sleep(pause.next(), req);
                 }
             }
             tried[index] = true;
@@ -607,7 +322,7 @@ final class JobstoreClient {
                         problem,
                         switched && !tried[nextIndex]
                                 ? "at once on " + baseUrls.get(nextIndex)
-                                : "in " + pause + " ms on " + baseUrls.get(nextIndex));
+                                : "in " + pause.peek() + " ms on " + baseUrls.get(nextIndex));
             }
         }
         throw new UnavailableException(
@@ -673,17 +388,6 @@ final class JobstoreClient {
         InterruptedIOException ie = new InterruptedIOException(what + req);
         ie.initCause(e);
         return ie;
-    }
-
-    private String collectionPath(Kind kind) {
-        return "/v1/clusters/" + clusterId + "/" + kind.collection;
-    }
-
-    private String entryPath(Kind kind, String id) {
-        if (!ID.matcher(id).matches()) {
-            throw new IllegalArgumentException("not a 32-hex-digit lowercase id: " + id);
-        }
-        return collectionPath(kind) + "/" + id;
     }
 
     IOException unexpected(String method, String path, Outcome out) {

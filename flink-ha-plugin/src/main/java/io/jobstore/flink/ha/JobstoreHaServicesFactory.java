@@ -96,7 +96,7 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
     public HighAvailabilityServices createHAServices(Configuration configuration, Executor executor)
             throws Exception {
         Mode mode = Mode.fromConfiguration(configuration);
-        JobstoreClient client = JobstoreClient.fromConfiguration(configuration);
+        JobstoreClient client = JobstoreClientConfig.client(configuration);
         if (mode == Mode.JOBSTORE) {
             HighAvailabilityServices services =
                     JobstoreLeaderElectionHaServices.create(configuration, executor, client);
@@ -193,7 +193,7 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
         Mode mode = Mode.fromConfiguration(configuration);
         if (mode == Mode.JOBSTORE) {
             return JobstoreLeaderElectionHaServices.createClientServices(
-                    JobstoreClient.fromConfiguration(configuration));
+                    JobstoreClientConfig.client(configuration));
         }
         if (mode != Mode.STANDALONE) {
             return HighAvailabilityServicesUtils.createClientHAService(

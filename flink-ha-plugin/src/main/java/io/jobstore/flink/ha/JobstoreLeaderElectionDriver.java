@@ -147,7 +147,7 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
 
     /** Writes (or, for empty information, deletes) until done, fenced, or the term is over. */
     private void writeWhileLeading(HaApi.Lease term, String componentId, LeaderInformation info) {
-        long pause = Math.max(10, api.client().retryBackoff().toMillis());
+        Backoff pause = api.client().backoff(10);
         while (isRunning() && term.equals(leadership.currentLease())) {
             try {
                 if (info.isEmpty()) {
@@ -165,12 +165,11 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
                 LOG.warn("Could not write the leader information of {} ({}); retrying while leading.", componentId, term, e);
             }
             try {
-                Thread.sleep(pause);
+                Thread.sleep(pause.next());
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 return;
             }
-            pause = Math.min(pause * 2, api.client().maxRetryBackoff().toMillis());
         }
     }
 

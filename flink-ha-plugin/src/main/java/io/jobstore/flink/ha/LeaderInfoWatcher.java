@@ -105,7 +105,7 @@ final class LeaderInfoWatcher implements AutoCloseable {
 
     private void pollLoop() {
         String etag = null;
-        long backoff = Math.max(10, api.client().retryBackoff().toMillis());
+        Backoff backoff = api.client().backoff(10);
         boolean failing = false;
         while (!isClosed()) {
             try {
@@ -114,7 +114,7 @@ final class LeaderInfoWatcher implements AutoCloseable {
                     LOG.info("Reading the leader information of cluster {} from jobstore works again.", api.clusterId());
                     failing = false;
                 }
-                backoff = Math.max(10, api.client().retryBackoff().toMillis());
+                backoff.reset();
                 if (listing == null) {
                     continue;
                 }
@@ -135,11 +135,10 @@ final class LeaderInfoWatcher implements AutoCloseable {
                 } else {
                     LOG.debug("Reading the leader information of cluster {} failed again: {}", api.clusterId(), e.getMessage());
                 }
-                sleep(backoff);
-                backoff = Math.min(backoff * 2, api.client().maxRetryBackoff().toMillis());
+                sleep(backoff.next());
             } catch (RuntimeException e) {
                 LOG.error("Unexpected error while watching the leader information of cluster {}.", api.clusterId(), e);
-                sleep(backoff);
+                sleep(backoff.next());
             }
         }
     }

@@ -15,7 +15,7 @@ import java.util.function.Function;
 
 /**
  * What the job result store and the application result store do alike: entries of one {@link
- * JobstoreClient.Kind} in jobstore, read as Flink's {@code JobResult} or {@code ApplicationResult}.
+ * ResultStoreApi.Kind} in jobstore, read as Flink's {@code JobResult} or {@code ApplicationResult}.
  *
  * @param <R> Flink's result type
  */
@@ -26,14 +26,14 @@ final class ResultEntries<R> {
         R read(JsonNode result) throws IOException;
     }
 
-    private final JobstoreClient client;
-    private final JobstoreClient.Kind kind;
+    private final ResultStoreApi client;
+    private final ResultStoreApi.Kind kind;
     private final Reader<R> reader;
     private final Function<R, String> idOf;
     /** The logger of the store, so that its log lines name it. */
     private final Logger log;
 
-    private ResultEntries(JobstoreClient client, JobstoreClient.Kind kind, Reader<R> reader, Function<R, String> idOf, Logger log) {
+    private ResultEntries(ResultStoreApi client, ResultStoreApi.Kind kind, Reader<R> reader, Function<R, String> idOf, Logger log) {
         this.client = client;
         this.kind = kind;
         this.reader = reader;
@@ -43,13 +43,13 @@ final class ResultEntries<R> {
 
     /** The entries of Flink's job result store. */
     static ResultEntries<JobResult> jobs(JobstoreClient client, Logger log) {
-        return new ResultEntries<>(client, JobstoreClient.Kind.JOB, FlinkJson::jobResult, r -> r.getJobId().toHexString(), log);
+        return new ResultEntries<>(new ResultStoreApi(client), ResultStoreApi.Kind.JOB, FlinkJson::jobResult, r -> r.getJobId().toHexString(), log);
     }
 
     /** The entries of Flink's application result store. */
     static ResultEntries<ApplicationResult> applications(JobstoreClient client, Logger log) {
         return new ResultEntries<>(
-                client, JobstoreClient.Kind.APPLICATION, FlinkJson::applicationResult, r -> r.getApplicationId().toHexString(), log);
+                new ResultStoreApi(client), ResultStoreApi.Kind.APPLICATION, FlinkJson::applicationResult, r -> r.getApplicationId().toHexString(), log);
     }
 
     void createDirty(String id, byte[] envelope) throws IOException {

@@ -278,15 +278,15 @@ final class ModeSelfTest {
         t.test("replicas: jobstore.url is a comma-separated list; empty entries and duplicates rejected", () -> {
             Configuration c = new Configuration();
             c.set(JobstoreOptions.URL, " http://127.0.0.1:1/ , http://127.0.0.1:2/p ");
-            JobstoreClient cl = JobstoreClient.fromConfiguration(c);
+            JobstoreClient cl = JobstoreClientConfig.client(c);
             PluginSelfTest.checkEq(Arrays.asList("http://127.0.0.1:1", "http://127.0.0.1:2/p"), cl.baseUrls(), "replicas");
             PluginSelfTest.checkEq("http://127.0.0.1:1", cl.currentUrl(), "starts with the first");
             c.set(JobstoreOptions.URL, "http://127.0.0.1:1,,http://127.0.0.1:2");
-            PluginSelfTest.expect(IllegalConfigurationException.class, () -> JobstoreClient.fromConfiguration(c));
+            PluginSelfTest.expect(IllegalConfigurationException.class, () -> JobstoreClientConfig.client(c));
             c.set(JobstoreOptions.URL, "http://127.0.0.1:1,http://127.0.0.1:1/");
-            PluginSelfTest.expect(IllegalConfigurationException.class, () -> JobstoreClient.fromConfiguration(c));
+            PluginSelfTest.expect(IllegalConfigurationException.class, () -> JobstoreClientConfig.client(c));
             c.set(JobstoreOptions.URL, "http://127.0.0.1:1,ftp://x");
-            PluginSelfTest.expect(IllegalConfigurationException.class, () -> JobstoreClient.fromConfiguration(c));
+            PluginSelfTest.expect(IllegalConfigurationException.class, () -> JobstoreClientConfig.client(c));
         });
 
         t.test("replicas: connection refused on the first -> the same call goes to the next at once, later calls stay there", () -> {

@@ -330,7 +330,7 @@ public final class PluginSelfTest {
         RoundTrip rt = new RoundTrip();
         rt.in = jobResult(new JobID(), JobStatus.FAILED);
         s.createDirtyResultAsync(new JobResultEntry(rt.in)).get();
-        rt.stored = c.get(JobstoreClient.Kind.JOB, rt.in.getJobId().toHexString()).get("result");
+        rt.stored = new ResultStoreApi(c).get(ResultStoreApi.Kind.JOB, rt.in.getJobId().toHexString()).get("result");
         rt.out = s.getDirtyResults().iterator().next();
         return rt;
     }
@@ -423,7 +423,7 @@ public final class PluginSelfTest {
                     fake.failNext("POST", fault);
                     s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED)));
                     fake.failNext("POST");
-                    checkEq("dirty", c.get(JobstoreClient.Kind.JOB, id.toHexString()).get("state").asText(), "state");
+                    checkEq("dirty", new ResultStoreApi(c).get(ResultStoreApi.Kind.JOB, id.toHexString()).get("state").asText(), "state");
                 });
             }
 
@@ -578,34 +578,34 @@ public final class PluginSelfTest {
 
         test("config: cluster id from high-availability.cluster-id, leading slashes dropped", () -> {
             Configuration c = new Configuration();
-            checkEq("default", JobstoreClient.clusterId(c), "Flink's default /default");
+            checkEq("default", JobstoreClientConfig.clusterId(c), "Flink's default /default");
             c.set(HighAvailabilityOptions.HA_CLUSTER_ID, "/prod-eu.1");
-            checkEq("prod-eu.1", JobstoreClient.clusterId(c), "with slash");
+            checkEq("prod-eu.1", JobstoreClientConfig.clusterId(c), "with slash");
             c.set(HighAvailabilityOptions.HA_CLUSTER_ID, "a/b");
-            expect(IllegalConfigurationException.class, () -> JobstoreClient.clusterId(c));
+            expect(IllegalConfigurationException.class, () -> JobstoreClientConfig.clusterId(c));
         });
 
         test("config: jobstore.url required and validated; token-file read; bad retries rejected", () -> {
             Configuration c = new Configuration();
-            expect(IllegalConfigurationException.class, () -> JobstoreClient.fromConfiguration(c));
+            expect(IllegalConfigurationException.class, () -> JobstoreClientConfig.client(c));
             c.set(JobstoreOptions.URL, "ftp://x");
-            expect(IllegalConfigurationException.class, () -> JobstoreClient.fromConfiguration(c));
+            expect(IllegalConfigurationException.class, () -> JobstoreClientConfig.client(c));
             c.set(JobstoreOptions.URL, "http://127.0.0.1:1/prefix/");
-            checkEq("http://127.0.0.1:1/prefix", JobstoreClient.fromConfiguration(c).baseUrl(), "trailing slash dropped");
+            checkEq("http://127.0.0.1:1/prefix", JobstoreClientConfig.client(c).baseUrl(), "trailing slash dropped");
             Path tokenFile = Files.createTempFile("jobstore-token", ".txt");
             try {
                 Files.write(tokenFile, "from-file\n".getBytes(StandardCharsets.UTF_8));
                 c.set(JobstoreOptions.TOKEN_FILE, tokenFile.toString());
-                JobstoreClient.fromConfiguration(c);
+                JobstoreClientConfig.client(c);
                 c.set(JobstoreOptions.TOKEN_FILE, tokenFile + ".missing");
-                expect(IllegalConfigurationException.class, () -> JobstoreClient.fromConfiguration(c));
+                expect(IllegalConfigurationException.class, () -> JobstoreClientConfig.client(c));
                 c.set(JobstoreOptions.TOKEN, "given");
-                JobstoreClient.fromConfiguration(c);
+                JobstoreClientConfig.client(c);
             } finally {
                 Files.deleteIfExists(tokenFile);
             }
             c.set(JobstoreOptions.RETRIES, -1);
-            expect(IllegalConfigurationException.class, () -> JobstoreClient.fromConfiguration(c));
+            expect(IllegalConfigurationException.class, () -> JobstoreClientConfig.client(c));
         });
 
         test("factory: standalone addresses like high-availability.type NONE, jobstore stores", () -> {
