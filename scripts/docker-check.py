@@ -24,7 +24,7 @@
    the stage, and that URL answers 200 when the binary runs as the image runs it (ENV,
    an empty WORKDIR, SQLite by default) on a free local port instead of the image's.
 
-docker-compose.yml is checked by tests/processes.rs (it parses; every jobstore service is
+docker-compose.yml is checked by tests/integration/processes.rs (it parses; every jobstore service is
 built from this Dockerfile, runs its command and health check).
 
 Environment: DOCKER_CHECK_BUILD_DIR sets the intermediate build folder (default: the

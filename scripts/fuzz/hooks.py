@@ -10,7 +10,7 @@
 - Caps the long poll of `GET .../ha/leader-info` at 500 ms (a numeric `wait-ms` above it is
   sent as 500): with `If-None-Match: *` it waits by design for the whole `wait-ms` (up to
   28 s), longer than the fuzzer's request timeout. The waiting itself is tested by
-  tests/ha_changes.rs; malformed and out-of-range values are still sent as generated.
+  tests/integration/ha_changes.rs; malformed and out-of-range values are still sent as generated.
 """
 
 import atexit

@@ -7,9 +7,9 @@
 //! the SQLite database file alone holds every entry (the write-ahead log was checkpointed).
 //! The shutdown is also run on PostgreSQL (its pool is closed the same way).
 //!
-//! Figures: `cargo test --test reliability_connections -- --nocapture 2>&1 | grep RELIABILITY`.
+//! Figures: `cargo test --test integration reliability_connections:: -- --nocapture 2>&1 | grep RELIABILITY`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 //! Every `jobstore serve` is held by the harness's guard ([`Serve`]), which stops it by its
 //! pid on drop, also when a test panics.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -313,7 +313,7 @@ fn docker_compose_runs_postgres_and_two_replicas_built_here() {
         .filter(|(k, _)| k == "ENV")
         .find_map(|(_, a)| a.strip_prefix("JOBSTORE_LISTEN="))
         .map(str::to_owned);
-    // The routes the binary serves: the generated OpenAPI document (tests/openapi.rs checks
+    // The routes the binary serves: the generated OpenAPI document (tests/integration/openapi.rs checks
     // the snapshot against it).
     let openapi: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("tests/snapshots/openapi.json"))

@@ -4,7 +4,7 @@
 //! `FileSystemApplicationResultStore` (`scripts/flink-check/run.sh`).
 //!
 //! PostgreSQL comes from `DATABASE_URL`, or `postgres://postgres@127.0.0.1:5432/postgres`
-//! when it is unset; each test creates a fresh database there (`tests/common`) and drops it
+//! when it is unset; each test creates a fresh database there (`tests/integration/common`) and drops it
 //! at the end. Without a reachable server the PostgreSQL tests fail (they never pass without having
 //! run). The Flink checks need Java 17 and Python 3 with pip (Flink is installed from PyPI
 //! into `.flink/` on first use); without them they fail too, saying so.
@@ -18,7 +18,7 @@ use jobstore::store::{ResultEntry, ResultState};
 use jobstore::wire::ResultKind;
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::{Backend, Run, TestDb, run_jobstore};
 
 /// The five job results Flink 2.3.0 wrote, and the application result.

@@ -1,4 +1,4 @@
-//! The savepoint lifecycle against the fake Flink (tests/common/fake_flink.rs),
+//! The savepoint lifecycle against the fake Flink (tests/integration/common/fake_flink.rs),
 //! on both backends: checkpoints and disposals answered like Flink and driven by the
 //! executor, Flink's CLI routes under `/v1`, schedules (one operation per due time across
 //! two executors on one database, none more after a crash between Flink's trigger and the
@@ -6,7 +6,7 @@
 //! (never the latest, failures retried, nothing but the cluster's completed savepoints), the
 //! latest savepoint by job and by name, and the schedule and retention API with its errors.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

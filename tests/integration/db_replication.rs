@@ -13,9 +13,9 @@
 //! - `--db-max-connections 1`: the LISTEN of leader changes does not take the only
 //!   connection.
 //!
-//! Figures: `cargo test --test db_replication -- --nocapture 2>&1 | grep REPLICATION`.
+//! Figures: `cargo test --test integration db_replication:: -- --nocapture 2>&1 | grep REPLICATION`.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

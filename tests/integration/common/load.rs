@@ -13,7 +13,6 @@ use super::{Client, KINDS, Kind, Resp, error_body_problem, random_hex};
 /// What the load sent for one entry and which answers acknowledged it.
 #[derive(Debug, Clone)]
 pub struct Sent {
-    pub kind: Kind,
     pub result: Value,
     /// A create answered 201.
     pub create_acked: bool,
@@ -58,15 +57,6 @@ impl LoadStats {
         self.statuses.get(&status).copied().unwrap_or(0)
     }
 
-    /// Answers 500..=599 other than 503.
-    pub fn server_errors_but_503(&self) -> u64 {
-        self.statuses
-            .iter()
-            .filter(|(s, _)| (500..600).contains(*s) && **s != 503)
-            .map(|(_, n)| n)
-            .sum()
-    }
-
     pub fn server_errors(&self) -> u64 {
         self.statuses
             .iter()
@@ -102,7 +92,6 @@ impl Ledger {
         self.entries.lock().unwrap().insert(
             (kind, id.to_owned()),
             Sent {
-                kind,
                 result: result.clone(),
                 create_acked: false,
                 create_conflict_after_retry: false,

@@ -2,7 +2,7 @@
 //! backends: N concurrent claims of one open operation give it to exactly one claimer, and
 //! the dirty listing reads the partial index `job_results_dirty` (never the whole table).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

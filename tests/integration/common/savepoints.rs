@@ -29,7 +29,6 @@ pub fn fast_executor(owner: &str) -> ExecutorConfig {
 
 /// `executor::run` in a task; cancelled (its token) when dropped.
 pub struct RunningExecutor {
-    pub owner: String,
     token: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -39,10 +38,8 @@ impl RunningExecutor {
         store: SharedStore, config: ExecutorConfig, wakeup: Arc<tokio::sync::Notify>,
     ) -> RunningExecutor {
         let token = CancellationToken::new();
-        let owner = config.owner.clone();
         let task = tokio::spawn(executor::run(store, config, wakeup, token.clone()));
         RunningExecutor {
-            owner,
             token,
             task: Some(task),
         }

@@ -4,7 +4,7 @@
 //! supervised (a hung, a garbage-answering and a hostile cluster beside a good one; a panic
 //! inside one cluster's duty), on both backends where both apply.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

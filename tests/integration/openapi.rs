@@ -1,7 +1,7 @@
 //! The OpenAPI document: a snapshot, so that every change of the API shows in review, and
 //! a check that every documented operation is routed (no 405, no fallback 404).
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 
@@ -23,7 +23,7 @@ fn openapi_document_matches_the_snapshot() {
         std::fs::write(&new, &current).unwrap();
         panic!(
             "the OpenAPI document changed: review `diff {SNAPSHOT} {new}`, then run \
-             `UPDATE_SNAPSHOTS=1 cargo test --test openapi` and commit the snapshot"
+             `UPDATE_SNAPSHOTS=1 cargo test --test integration openapi::` and commit the snapshot"
         );
     }
 }

@@ -5,7 +5,7 @@
 //! routes; concurrent triggers over real HTTP; retention; and the `jobstore serve` binary
 //! (default cluster from its flags, restarts, --operation-timeout, --operation-retention).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! Flink's ten contract cases, Flink 2.3.0's own files, bad input, body limits, paging,
 //! delete-on-commit, DELETE and HEAD, and concurrent writers on a real listener.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

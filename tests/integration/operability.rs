@@ -2,7 +2,7 @@
 //! (one span per request with the matched route, no secrets), and the retention of clean
 //! entries (`--clean-retention`, `jobstore gc`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

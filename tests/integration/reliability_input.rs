@@ -5,9 +5,9 @@
 //! by --request-timeout), 600 idle connections beside a new client, and every error body:
 //! the contract's `{"errors": [...]}`, never SQL or database text.
 //!
-//! Figures: `cargo test --test reliability_input -- --nocapture 2>&1 | grep RELIABILITY`.
+//! Figures: `cargo test --test integration reliability_input:: -- --nocapture 2>&1 | grep RELIABILITY`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! also by another jobstore process's write, through the `ha_leases` trigger's NOTIFY — and
 //! not by a renewal.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

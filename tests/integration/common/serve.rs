@@ -247,16 +247,6 @@ impl Serve {
         self.signal(libc::SIGTERM, "TERM");
     }
 
-    /// SIGSTOP: the process keeps its sockets but answers nothing until [`Serve::sigcont`].
-    pub fn sigstop(&self) {
-        self.signal(libc::SIGSTOP, "STOP");
-    }
-
-    /// SIGCONT after [`Serve::sigstop`].
-    pub fn sigcont(&self) {
-        self.signal(libc::SIGCONT, "CONT");
-    }
-
     /// SIGKILL by pid (a crash), and reap.
     pub fn sigkill(&mut self) {
         if let Some(child) = self.child.as_mut() {

@@ -100,11 +100,6 @@ impl PgDatabase {
             admin_url,
         }
     }
-
-    /// A plain connection to this database, for inspecting it with SQL.
-    pub async fn connect(&self) -> sqlx::PgConnection {
-        pg_connect(&self.url).await
-    }
 }
 
 impl Drop for PgDatabase {
@@ -187,14 +182,6 @@ impl TestDb {
             DatabaseGuard::Sqlite(dir) => Some(dir.path()),
             DatabaseGuard::Postgres(_) => None,
         }
-    }
-
-    /// Every row `sql` returns on this database.
-    pub async fn fetch_all<T>(&self, sql: &str) -> Vec<T>
-    where
-        T: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin,
-    {
-        fetch_all(&self.url, sql).await
     }
 
     /// One number a query answers, straight on the database.

@@ -2,7 +2,7 @@
 //! information, state handles and counters under `/v1/clusters/{cluster}/ha`; a stale
 //! epoch answered 409 with the data unchanged; bad input 400, never a 5xx.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use jobstore::http::HttpConfig;

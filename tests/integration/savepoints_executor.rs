@@ -1,11 +1,11 @@
-//! The savepoint executor against a fake Flink (tests/common/fake_flink.rs), driven through
+//! The savepoint executor against a fake Flink (tests/integration/common/fake_flink.rs), driven through
 //! the HTTP API with `executor::run` in-process (and once through the `jobstore serve`
 //! binary), on both backends: completion with a location, a failure-cause kept verbatim,
 //! Flink losing the operation, Flink unreachable and back, Flink unreachable past the
 //! operation timeout, a lease taken over from a stopped executor with one trigger id
 //! throughout, and fencing of a stale holder.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

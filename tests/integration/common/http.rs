@@ -51,11 +51,6 @@ impl Resp {
             .unwrap_or("")
     }
 
-    /// A 2xx answer.
-    pub fn ok(&self) -> bool {
-        self.status.is_success()
-    }
-
     /// Asserts the status, showing the answer when it differs.
     #[track_caller]
     pub fn expect(&self, status: StatusCode) -> &Self {
@@ -228,19 +223,6 @@ impl Client {
                     .expect("an HTTP client"),
             },
         }
-    }
-
-    /// The base URL of a real server (`""` in-process).
-    pub fn base(&self) -> &str {
-        match &self.transport {
-            Transport::InProcess(_) => "",
-            Transport::Http { base, .. } => base,
-        }
-    }
-
-    /// The whole URL of `path`.
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base())
     }
 
     /// Any request, with these headers; a refused, reset or timed-out connection is `Err`
@@ -425,10 +407,6 @@ impl Service {
             store,
             server,
         }
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        self.http.url(path)
     }
 }
 

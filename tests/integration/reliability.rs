@@ -5,12 +5,12 @@
 //! (one process, and two processes on one file).
 //!
 //! Each test prints its figures as `RELIABILITY <test>: ...` lines (RELIABILITY.md copies
-//! them): `cargo test --test reliability -- --nocapture 2>&1 | grep RELIABILITY`.
+//! them): `cargo test --test integration reliability:: -- --nocapture 2>&1 | grep RELIABILITY`.
 //!
 //! Migrations racing (replicas starting together on an empty database) and a database
-//! migrated by a newer jobstore are covered by tests/processes.rs.
+//! migrated by a newer jobstore are covered by tests/integration/processes.rs.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! API with Flink's real files, savepoint operations, a disposal, a schedule and a retention: blocks marked `sql` on both,
 //! `sql postgres` / `sql sqlite` on one.
 
-mod common;
+use crate::common;
 
 use common::{Backend, TestStore};
 use jobstore::ids::ClusterId;

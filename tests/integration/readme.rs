@@ -8,13 +8,13 @@
 //! the test server's, and a `jobstore serve ...` line (the Auth section's) starts the test's
 //! own binary with the same flags on a free port, stopped at the end.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
 use common::{Backend, Serve, TestStore};
 
-const README: &str = include_str!("../README.md");
+const README: &str = include_str!("../../README.md");
 
 /// The `sh` blocks of one `## `/`### ` section, in order, up to the heading `until` (or the
 /// section's end).

@@ -4,7 +4,7 @@
 //! LISTEN/NOTIFY — and mark-for-deletion, counter removal, job and cluster cleanup, each
 //! fenced by the epoch.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! epoch fenced (and nothing changed), an atomic checkpoint id counter, compare-and-set
 //! state handles, idempotent removal, the cleanups, the views and the schema's CHECKs.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

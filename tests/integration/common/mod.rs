@@ -1,4 +1,4 @@
-//! The test support module of every suite (`mod common;`):
+//! The test support module of every suite (`use crate::common;`):
 //!
 //! - [`db`]: a fresh database for one test on either backend ([`TestDb`]: a new PostgreSQL
 //!   database with a random name on `DATABASE_URL`'s server, dropped at the end, or a
@@ -21,9 +21,7 @@
 //! Every server a test starts listens on 127.0.0.1 and is stopped by its guard, also when the
 //! test panics.
 
-// Each test crate uses its own part of the harness.
-#![allow(dead_code, unused_imports)]
-
+#[macro_use]
 pub mod contract;
 pub mod db;
 pub mod fake_flink;
@@ -36,6 +34,7 @@ pub mod own_postgres;
 pub mod raw;
 pub mod savepoints;
 pub mod serve;
+#[macro_use]
 pub mod store;
 
 use std::fmt::Display;
@@ -43,9 +42,7 @@ use std::future::Future;
 use std::time::Duration;
 
 pub use contract::same_json;
-pub use db::{
-    Backend, PgDatabase, TestDb, admin_url, execute, fetch_all, pg_connect, row_count, scalar,
-};
+pub use db::{Backend, PgDatabase, TestDb, fetch_all, pg_connect, row_count, scalar};
 pub use flink_data::{flink_data_dir, flink_files, json_files, shared_reference_dir};
 pub use http::{
     Client, Resp, Service, assert_error_body, assert_no_database_text, error_body_problem,

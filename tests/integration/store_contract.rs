@@ -2,7 +2,7 @@
 //! application results, and what the HTTP layer relies on beyond them (isolation of
 //! clusters and kinds, paging, times, verbatim results, concurrent writers).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
