@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::commands::{GcArgs, ServeArgs};
 use crate::config::{DatabaseArgs, LogFormat};
-use crate::serve::{GcArgs, ServeArgs};
 use crate::store;
 use crate::transfer::{ExportArgs, ImportArgs};
 
@@ -66,7 +66,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => {
                 init_logging(args.log_format, "info");
-                crate::serve::serve(*args).await
+                crate::commands::serve(*args).await
             }
             Command::Migrate(args) => {
                 init_logging(LogFormat::Text, "info");
@@ -82,7 +82,7 @@ pub fn main() -> ExitCode {
             }
             Command::Gc(args) => {
                 init_logging(LogFormat::Text, "warn");
-                crate::serve::gc(args).await
+                crate::commands::gc(args).await
             }
         }
     });

@@ -16,13 +16,13 @@ use tracing::Instrument;
 
 use crate::flink::{self, AllowedHosts, FlinkAnswer, FlinkClient};
 use crate::ids::{ClusterId, FlinkRestUrl};
-use crate::lifecycle;
 use crate::metrics::{ExecutorState, Metrics};
+use crate::result_file::ResultKind;
+use crate::schedules;
 use crate::store::{
     Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Progress, Store,
     StoreError, Trigger,
 };
-use crate::wire::ResultKind;
 
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
@@ -58,7 +58,7 @@ pub struct ExecutorConfig {
 impl Default for ExecutorConfig {
     fn default() -> Self {
         ExecutorConfig {
-            owner: flink::owner_name(),
+            owner: owner_name(),
             poll_interval: Duration::from_millis(500),
             lease: Duration::from_secs(30),
             operation_timeout: Duration::from_secs(3600),
@@ -205,7 +205,7 @@ async fn supervise<F, Fut>(
                     .task_restarts
                     .with_label_values(&[task])
                     .inc();
-                tracing::error!(task, panic = %lifecycle::panic_text(e.into_panic().as_ref()), backoff = ?backoff, "a duty of the savepoint executor panicked; restarting it after a backoff");
+                tracing::error!(task, panic = %schedules::panic_text(e.into_panic().as_ref()), backoff = ?backoff, "a duty of the savepoint executor panicked; restarting it after a backoff");
                 health.restarting(1);
                 tokio::select! {
                     _ = shutdown.cancelled() => {}
@@ -310,7 +310,7 @@ async fn claims(
                                 .task_restarts
                                 .with_label_values(&["operation"])
                                 .inc();
-                            tracing::error!(panic = %lifecycle::panic_text(panic.as_ref()), "driving a savepoint operation panicked; it is claimed again when its lease expires");
+                            tracing::error!(panic = %schedules::panic_text(panic.as_ref()), "driving a savepoint operation panicked; it is claimed again when its lease expires");
                         }
                         drop(counted);
                         drop(permit);
@@ -347,14 +347,14 @@ async fn catch_unwind<F: Future + std::panic::UnwindSafe>(
 }
 
 /// Every [`LIFECYCLE_EVERY`], the savepoint lifecycle's tick (each cluster's schedules in a
-/// task of its own, see [`lifecycle::Passes`]).
+/// task of its own, see [`schedules::Passes`]).
 async fn lifecycle_duty(
     store: Arc<dyn Store>, config: Arc<ExecutorConfig>, client: FlinkClient,
     shutdown: CancellationToken,
 ) {
     // A cluster's pass asks its Flink once and writes a few rows: well within this.
     let cluster_timeout = config.flink_timeout * 3 + Duration::from_secs(30);
-    let mut passes = lifecycle::Passes::new(
+    let mut passes = schedules::Passes::new(
         store,
         client,
         config.retry_backoff,
@@ -363,7 +363,7 @@ async fn lifecycle_duty(
     );
     loop {
         let report = passes.tick().await;
-        if report != lifecycle::LifecycleReport::default() {
+        if report != schedules::LifecycleReport::default() {
             tracing::info!(?report, "savepoint schedules and retention made operations");
         }
         tokio::select! {
@@ -460,7 +460,7 @@ async fn drive_held(
     store: &dyn Store, config: &ExecutorConfig, client: &FlinkClient, op: Operation,
     base: FlinkRestUrl, key: OperationKey,
 ) {
-    lifecycle::test_hook_panic(&op.cluster_id);
+    schedules::test_hook_panic(&op.cluster_id);
     let fence = op.attempt;
     if op.attempt > 1 {
         config.metrics.lease_takeovers.inc();
@@ -670,4 +670,14 @@ fn disposal_outcome(op: &Operation, asked_before: bool, outcome: Outcome) -> Out
         }
         other => other,
     }
+}
+
+/// A random name for one serve process, as lease owner.
+pub fn owner_name() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "jobstore".into());
+    format!(
+        "{host}/{}/{}",
+        std::process::id(),
+        &crate::ids::TriggerId::random().to_string()[..8]
+    )
 }

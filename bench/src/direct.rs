@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobstore::ids::{ClusterId, JobId, TriggerId};
+use jobstore::result_file::{ResultId, ResultKind};
 use jobstore::store::{self, OperationKey, Page, ResultState, StateFilter, StoreConfig};
-use jobstore::wire::{ResultId, ResultKind};
 use serde_json::Value;
 
 use crate::cli::Backend;

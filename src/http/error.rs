@@ -9,8 +9,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::ids::{JobId, TriggerId};
+use crate::result_file::ResultId;
 use crate::store::StoreError;
-use crate::wire::ResultId;
 
 /// What went wrong with a request.
 #[derive(Debug)]

@@ -19,11 +19,11 @@ use super::results::time;
 use super::savepoints::{cluster_of, create, flink_body, flink_id, operation_json, status_json};
 use super::{AppState, FLINK_PREFIXES, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId, TriggerId};
+use crate::result_file::reject_nul;
 use crate::store::{
     CheckpointType, FindOperation, NewOperation, Operation, OperationKey, OperationKind, Retention,
     Schedule, Setting, SettingKind,
 };
-use crate::wire::reject_nul;
 
 /// Shortest schedule interval.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);

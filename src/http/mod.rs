@@ -12,8 +12,8 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use crate::ids::ClusterId;
+use crate::result_file::ResultKind;
 use crate::store::{DatabaseWatch, Store};
-use crate::wire::ResultKind;
 
 pub mod auth;
 pub mod error;

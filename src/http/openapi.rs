@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::wire::{APPLICATION_STATUSES, ResultKind};
+use crate::result_file::{APPLICATION_STATUSES, ResultKind};
 
 /// One documented operation: method, path, tag, summary, parameters, body and answers.
 pub struct Operation {

@@ -13,8 +13,8 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams};
 use super::{AppState, parse_cluster};
 use crate::ids::ClusterId;
+use crate::result_file::{ResultId, ResultKind, parse_envelope};
 use crate::store::{Page, ResultEntry, ResultState, StateFilter, StoreError};
-use crate::wire::{ResultId, ResultKind, parse_envelope};
 
 /// Default and largest page of a listing.
 pub const DEFAULT_LIMIT: u32 = 1000;

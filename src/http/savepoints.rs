@@ -16,11 +16,11 @@ use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
 use super::results::{parse_limit, time};
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId};
+use crate::result_file::{reject_long_numbers, reject_nul};
 use crate::store::{
     ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
     OperationKind, OperationStatus, Outcome, StoreError, Trigger,
 };
-use crate::wire::{reject_long_numbers, reject_nul};
 
 pub fn router() -> Router<AppState> {
     let mut r = Router::new();

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::ids::{ClusterId, JobId};
-use crate::wire::{ResultId, ResultKind};
+use crate::result_file::{ResultId, ResultKind};
 
 mod db;
 mod error;

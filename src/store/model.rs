@@ -9,7 +9,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId, sql_text};
-use crate::wire::{ResultId, ResultKind};
+use crate::result_file::{ResultId, ResultKind};
 
 /// Defines an enum the schema keeps as text (its CHECK lists the same strings): `as_str`,
 /// `FromStr`, `Display` and the database encoding.

@@ -23,7 +23,7 @@ use super::model::*;
 use super::sql::{self, Sql};
 use super::{Store, StoreError, StoreResult};
 use crate::ids::{ApplicationId, ClusterId, JobId};
-use crate::wire::{ResultId, ResultKind};
+use crate::result_file::{ResultId, ResultKind};
 
 /// The store: the database's pools and the bound of every call (`--db-timeout`).
 pub struct SqlStore {

@@ -12,8 +12,8 @@ use indicatif::ProgressBar;
 use super::layout::{JSON_SUFFIX, file_content, file_name, folder};
 use super::{ExportArgs, ExportKind, parse_cluster, progress, report};
 use crate::ids::ClusterId;
+use crate::result_file::{ResultId, ResultKind};
 use crate::store::{self, Page, ResultEntry, ResultState, StateFilter, Store};
-use crate::wire::{ResultId, ResultKind};
 
 /// How many entries one listing query of `export` reads.
 const EXPORT_PAGE: u32 = 1000;

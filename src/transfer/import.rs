@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::layout::{APPLICATION_DIR, JOB_DIR, JSON_SUFFIX, detect_kind, parse_file_name};
 use super::{ImportArgs, ImportKind, parse_cluster, progress, report};
 use crate::ids::ClusterId;
+use crate::result_file::{self, ResultId, ResultKind};
 use crate::store::{self, ResultState, Store, StoreError};
-use crate::wire::{self, ResultId, ResultKind};
 
 /// One file to import: its path and the name it is reported by (relative to DIR), or why
 /// it cannot be (found while listing: not a regular file, a link to nothing, ...).
@@ -186,7 +186,7 @@ fn read_file(candidate: &Candidate, forced: ImportKind, limit: u64) -> Result<Pa
         ImportKind::Job => ResultKind::Job,
         ImportKind::Application => ResultKind::Application,
     };
-    let (id, result) = wire::parse_envelope(kind, value)
+    let (id, result) = result_file::parse_envelope(kind, value)
         .map_err(|e| format!("it is not a Flink {} result file: {e}", kind.noun()))?;
     let (name_id, state) =
         parse_file_name(kind, &file_name).expect("a name of this shape names an id of every kind");

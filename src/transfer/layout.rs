@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
+use crate::result_file::{ResultId, ResultKind};
 use crate::store::{ResultEntry, ResultState};
-use crate::wire::{ResultId, ResultKind};
 
 /// The folder of the job result store inside an export (and an import) directory.
 pub const JOB_DIR: &str = "job-result-store";

@@ -13,7 +13,7 @@ use jobstore::executor::ExecutorConfig;
 use jobstore::flink::FlinkClient;
 use jobstore::http::HttpConfig;
 use jobstore::ids::ClusterId;
-use jobstore::lifecycle;
+use jobstore::schedules;
 use jobstore::store::{NewOperation, OperationKey, OperationKind, Outcome};
 use serde_json::{Value, json};
 
@@ -81,7 +81,7 @@ backend_tests!(durations_past_100_years_are_refused, |ts| async move {
         .expect(StatusCode::OK);
     // A retention pass over the 100-year policy runs.
     let client = FlinkClient::new(Duration::from_secs(2));
-    lifecycle::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
+    schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
         .await
         .expect("a pass");
 });
@@ -140,7 +140,7 @@ backend_tests!(
             .unwrap();
         }
         let client = FlinkClient::new(Duration::from_secs(2));
-        let report = lifecycle::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
+        let report = schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
             .await
             .expect("a pass");
         assert_eq!(report.scheduled, 1, "{report:?}");
@@ -178,7 +178,7 @@ backend_tests!(a_job_named_empty_stops_nothing, |ts| async move {
         .await
         .unwrap();
     let client = FlinkClient::new(Duration::from_secs(2));
-    let report = lifecycle::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
+    let report = schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
         .await
         .expect("a pass");
     assert_eq!(report.scheduled, 2, "{report:?}");
@@ -217,7 +217,7 @@ backend_tests!(retention_keeps_the_latest_location, |ts| async move {
     .await
     .expect(StatusCode::OK);
     let client = FlinkClient::new(Duration::from_secs(2));
-    let report = lifecycle::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
+    let report = schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
         .await
         .expect("a pass");
     assert_eq!(report.disposals, 0, "{report:?}");

@@ -16,11 +16,11 @@ use jobstore::flink::FlinkClient;
 use jobstore::http::auth::Tokens;
 use jobstore::http::{AppState, HttpConfig, router};
 use jobstore::ids::ClusterId;
+use jobstore::result_file::{ResultId, ResultKind};
 use jobstore::store::{
     ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, ResultState,
     StateFilter, Store,
 };
-use jobstore::wire::{ResultId, ResultKind};
 use serde_json::{Value, json};
 
 const READ: &str = "reader-token-0123";

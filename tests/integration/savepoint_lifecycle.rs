@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use jobstore::executor::ExecutorConfig;
 use jobstore::flink::FlinkClient;
 use jobstore::http::HttpConfig;
-use jobstore::lifecycle::{self, MAX_RETRIES};
+use jobstore::schedules::{self, MAX_RETRIES};
 use serde_json::{Value, json};
 
 use common::fake_flink::FakeFlink;
@@ -631,7 +631,7 @@ backend_tests!(schedule_passes_raced_and_repeated, |ts| async move {
     let client = FlinkClient::new(Duration::from_secs(5));
     let reports = at_once(8, |i| {
         let (store, client) = (stores[i % 2].clone(), client.clone());
-        async move { lifecycle::run_once(store.as_ref(), &client, Duration::from_secs(30)).await }
+        async move { schedules::run_once(store.as_ref(), &client, Duration::from_secs(30)).await }
     })
     .await;
     let made: usize = reports
@@ -654,7 +654,7 @@ backend_tests!(schedule_passes_raced_and_repeated, |ts| async move {
         .execute("UPDATE savepoint_schedules SET next_due_at = (SELECT max(due_at) FROM savepoint_operations)")
         .await
         .unwrap();
-    let again = lifecycle::run_once(ts.store.as_ref(), &client, Duration::from_secs(30))
+    let again = schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(again.scheduled, 0);

@@ -6,11 +6,11 @@ use crate::common;
 
 use common::{Backend, TestStore};
 use jobstore::ids::ClusterId;
+use jobstore::result_file::{ResultKind, parse_envelope};
 use jobstore::store::{
     ClusterConfig, ConfiguredBy, FlinkJob, HaKind, NewOperation, OperationKey, OperationKind,
     Outcome, Retention, Schedule, Setting, StateHandleKey,
 };
-use jobstore::wire::{ResultKind, parse_envelope};
 
 /// The SQL blocks of docs/sql.md for one backend.
 fn documented_queries(backend: Backend) -> Vec<String> {

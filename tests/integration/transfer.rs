@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use jobstore::result_file::ResultKind;
 use jobstore::store::{ResultEntry, ResultState};
-use jobstore::wire::ResultKind;
 use serde_json::{Value, json};
 
 use crate::common;

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use jobstore::http::HttpConfig;
 use jobstore::ids::ClusterId;
+use jobstore::result_file::ResultKind;
 use jobstore::store::{
     Operation, OperationKey, Page, ResultEntry, StateFilter, Store, StoreConfig,
 };
-use jobstore::wire::ResultKind;
 
 use super::{Backend, Client, Kind, Service, TestDb};
 
@@ -128,8 +128,8 @@ impl Kind {
     }
 
     /// An id of this kind's entries, from its hex text.
-    pub fn id(self, hex: &str) -> jobstore::wire::ResultId {
-        jobstore::wire::ResultId::parse(self.store(), hex).expect("a valid hex id")
+    pub fn id(self, hex: &str) -> jobstore::result_file::ResultId {
+        jobstore::result_file::ResultId::parse(self.store(), hex).expect("a valid hex id")
     }
 }
 

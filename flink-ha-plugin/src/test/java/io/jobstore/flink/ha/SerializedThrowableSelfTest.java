@@ -49,7 +49,7 @@ import java.util.stream.Collectors;
 import java.util.stream.Stream;
 
 /**
- * Self-test of jobstore's {@code serialized-throwable} (written in Rust by src/flink_throwable.rs)
+ * Self-test of jobstore's {@code serialized-throwable} (written in Rust by src/flink/throwable.rs)
  * with Flink 2.3's own classes. Every fixture of tests/data/serialized-throwable (or of the folder
  * given as the first argument) holds the inputs {@code class}, {@code message}, {@code
  * stack-trace} and the Rust function's output {@code serialized-throwable}. For each one it

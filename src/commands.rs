@@ -12,8 +12,8 @@ use crate::executor::{self, ExecutorConfig};
 use crate::flink::AllowedHosts;
 use crate::http::auth::Tokens;
 use crate::http::{AppState, HttpConfig};
+use crate::http_server::ServerLimits;
 use crate::ids::{ClusterId, FlinkRestUrl};
-use crate::server::ServerLimits;
 use crate::store::{self, ClusterConfig, ConfiguredBy};
 
 #[derive(Args, Debug, Clone)]
@@ -292,14 +292,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..state.clone()
         };
         let done = shutdown.clone();
-        cluster_servers.push(tokio::spawn(crate::server::serve(
+        cluster_servers.push(tokio::spawn(crate::http_server::serve(
             listener,
             crate::http::router(state),
             limits,
             async move { done.cancelled().await },
         )));
     }
-    crate::server::serve(listener, crate::http::router(state), limits, async move {
+    crate::http_server::serve(listener, crate::http::router(state), limits, async move {
         shutdown_signal().await;
         stop.cancel();
     })
