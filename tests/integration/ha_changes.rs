@@ -38,23 +38,7 @@ async fn publish(api: &Client, epoch: &HaLease, component: &str, address: &str) 
 
 /// `GET .../leader-info?wait-ms=` with `If-None-Match: tag`: the status, the ETag, the body.
 async fn poll(api: &Client, tag: Option<&str>, wait_ms: u64) -> (StatusCode, String, Value) {
-    let headers: Vec<(&str, &str)> = tag.map(|t| ("if-none-match", t)).into_iter().collect();
-    let path = format!("{BASE}/leader-info?wait-ms={wait_ms}");
-    let res = api
-        .try_send(Method::GET, &path, &headers, Vec::new())
-        .await
-        .unwrap();
-    let etag = res
-        .headers
-        .get(header::ETAG)
-        .map(|v| v.to_str().unwrap().to_owned())
-        .expect("an ETag on every answer");
-    let body = if res.body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&res.body).unwrap()
-    };
-    (res.status, etag, body)
+    common::ha::long_poll(api, &format!("{BASE}/leader-info"), tag, wait_ms).await
 }
 
 backend_tests!(

@@ -1,6 +1,6 @@
 //! Requests of the HA routes (`/v1/clusters/{cluster}/ha/...`) the HA suites share.
 
-use axum::http::{Method, StatusCode};
+use axum::http::{Method, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::{Client, Resp};
@@ -76,4 +76,27 @@ pub async fn acquire(api: &Client, base: &str, holder: &str) -> HaLease {
     let r = send(api, base, Method::POST, "/lease/acquire", &body).await;
     r.expect(StatusCode::OK);
     HaLease::of(&r.json())
+}
+
+/// `GET {path}?wait-ms=` with `If-None-Match: tag` (the long polls of the leader information
+/// and of the lease): the status, the ETag, the body.
+pub async fn long_poll(
+    api: &Client, path: &str, tag: Option<&str>, wait_ms: u64,
+) -> (StatusCode, String, Value) {
+    let headers: Vec<(&str, &str)> = tag.map(|t| ("if-none-match", t)).into_iter().collect();
+    let res = api
+        .try_send(Method::GET, &format!("{path}?wait-ms={wait_ms}"), &headers, Vec::new())
+        .await
+        .unwrap();
+    let etag = res
+        .headers
+        .get(header::ETAG)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .expect("an ETag on every answer");
+    let body = if res.body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&res.body).unwrap()
+    };
+    (res.status, etag, body)
 }
