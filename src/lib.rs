@@ -4,6 +4,7 @@
 //! - `ids`, `wire`: identifiers and Flink's wire types, used by everything;
 //! - `store`: the storage trait, its SQL, both backends and the migrations;
 //! - `http`: routes, extractors, the one error mapping, OpenAPI; `server`: connections;
+//! - `ui`: the operator console (`/ui/`), server-rendered HTML;
 //! - `executor` and `flink`: driving savepoints on Flink through the store;
 //! - `transfer`: Flink's result-store files in and out;
 //! - `cli` (parses and calls), `config`, `serve`: the commands.
@@ -21,4 +22,5 @@ pub mod serve;
 pub mod server;
 pub mod store;
 pub mod transfer;
+pub mod ui;
 pub mod wire;
