@@ -412,6 +412,56 @@ async fn seed(api: &Api) {
         .await;
     api.savepoint("alpha", J2, &format!("{:032x}", 5), None)
         .await;
+    let put = |path: &str, body: Value| {
+        let path = format!("/v1/clusters/alpha/{path}");
+        async move {
+            api.expect(reqwest::Method::PUT, &path, Some(body), 200)
+                .await
+        }
+    };
+    put(
+        "savepoint-schedule",
+        json!({"interval": "6h", "kind": "SAVEPOINT"}),
+    )
+    .await;
+    put(
+        "savepoint-retention",
+        json!({"max-count": 5, "max-age": "7d"}),
+    )
+    .await;
+    let lease = api
+        .post(
+            "/v1/clusters/alpha/ha/lease/acquire",
+            json!({"holder": "jobmanager-0", "duration-ms": 600000}),
+            200,
+        )
+        .await;
+    let fence = json!({"epoch": lease["epoch"], "lease-id": lease["lease-id"]});
+    let mut info = fence.clone();
+    info["address"] = json!("pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1");
+    info["session-id"] = json!("2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11");
+    put("ha/leader-info/dispatcher", info).await;
+    let mut handle = fence.clone();
+    handle["job"] = json!(J1);
+    handle["handle"] = json!("aced0005");
+    api.post(
+        "/v1/clusters/alpha/ha/state-handles/checkpoint/1",
+        handle,
+        201,
+    )
+    .await;
+}
+
+/// Makes beta's dirty entry 15 minutes old (straight in SQL: the API stamps the time).
+async fn age_dirty_entry(db: &TestDb) {
+    let then = match db.backend {
+        Backend::Postgres => "now() - interval '15 minutes'",
+        Backend::Sqlite => "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-15 minutes')",
+    };
+    let sql = format!(
+        "UPDATE job_results SET created_at = {then} WHERE cluster_id = 'beta' AND job_id = '{J3}'"
+    );
+    assert_eq!(db.execute(&sql).await, Ok(1));
 }
 
 /// What the console shows in a cell of the overview.
@@ -446,6 +496,7 @@ async fn on_backend(b: &mut Browser, backend: Backend, screenshots: bool) {
         base: serve.base.clone(),
     };
     seed(&api).await;
+    age_dirty_entry(&db).await;
     let label = format!("{backend:?}");
 
     // The browser console is read for real: an error written there is seen.
@@ -491,7 +542,8 @@ async fn on_backend(b: &mut Browser, backend: Backend, screenshots: bool) {
         ("alpha", "applications", "0"),
         ("alpha", "open-operations", "1"),
         ("alpha", "failed-24h", "1"),
-        ("alpha", "leader", "no leader"),
+        ("alpha", "schedule", "every 6h (SAVEPOINT)"),
+        ("alpha", "retention", "keep 5, at most 7d"),
         ("beta", "dirty", "1"),
         ("beta", "clean", "0"),
         ("beta", "applications", "1"),
@@ -766,6 +818,10 @@ async fn on_backend(b: &mut Browser, backend: Backend, screenshots: bool) {
     );
     b.logs().await;
     b.goto("/ui/clusters/beta").await;
+    b.find(&format!(
+        "tr.warn[data-result='{J3}'] [data-testid=dirty-warning]"
+    ))
+    .await;
     b.click(&format!(
         "tr[data-result='{J3}'] [data-testid=remove-result]"
     ))

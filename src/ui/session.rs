@@ -112,10 +112,10 @@ pub async fn who(state: &AppState, headers: &HeaderMap) -> Result<Who, StoreErro
         });
     }
     let mut viewer = None;
-    if let (Some(sid), Some(console)) = (cookie(headers, SESSION_COOKIE), state.store.console()) {
-        if let Some(digest) = console.session_token(&sha256_hex(sid)).await? {
-            viewer = tokens.viewer_of_digest(&digest);
-        }
+    if let (Some(sid), Some(console)) = (cookie(headers, SESSION_COOKIE), state.store.console())
+        && let Some(digest) = console.session_token(&sha256_hex(sid)).await?
+    {
+        viewer = tokens.viewer_of_digest(&digest);
     }
     Ok(Who {
         signed_in: viewer.is_some(),

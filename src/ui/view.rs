@@ -185,14 +185,26 @@ pub fn is_savepoint(kind: OperationKind) -> bool {
     )
 }
 
-/// `every 6 h (SAVEPOINT)`, `none`.
+/// A configured duration as the API takes it: `500ms`, `30s`, `5m`, `6h`, `7d`.
+pub fn setting_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms >= size && ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// `every 6h (SAVEPOINT)`, `none`.
 pub fn schedule_short(s: &Schedule) -> String {
     match s.interval {
-        Some(i) => format!(
-            "every {} ({})",
-            humantime::format_duration(i),
-            s.kind.as_str()
-        ),
+        Some(i) => format!("every {} ({})", setting_duration(i), s.kind.as_str()),
         None => "none".to_owned(),
     }
 }
@@ -204,7 +216,7 @@ pub fn retention_short(r: &Retention) -> String {
         parts.push(format!("keep {n}"));
     }
     if let Some(a) = r.max_age {
-        parts.push(format!("at most {}", humantime::format_duration(a)));
+        parts.push(format!("at most {}", setting_duration(a)));
     }
     parts.join(", ")
 }
