@@ -9,6 +9,7 @@ COPY Cargo.toml Cargo.lock build.rs ./
 COPY bench/Cargo.toml ./bench/
 COPY migrations ./migrations
 COPY src ./src
+COPY templates ./templates
 RUN cargo build --release --locked --bin jobstore
 
 FROM debian:bookworm-slim

@@ -9,6 +9,7 @@
 //! - `executor` (driving savepoints on Flink through the store), `schedules` (the lifecycle
 //!   duties it runs: schedules and retention), `flink` (the Flink REST client, the host
 //!   allow-list, the failure-causes, Flink's serialized throwable);
+//! - `ui`: the operator console (`/ui/`), server-rendered HTML;
 //! - `transfer`: Flink's result-store files in and out;
 //! - `cli` (parses and calls), `config`, `commands`: the commands (`serve`, `gc`).
 
@@ -25,3 +26,4 @@ pub mod result_file;
 pub mod schedules;
 pub mod store;
 pub mod transfer;
+pub mod ui;

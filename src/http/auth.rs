@@ -40,7 +40,7 @@ impl Scope {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Scope::Read => "read",
             Scope::Write => "write",
@@ -284,6 +284,29 @@ impl Tokens {
         grants
     }
 
+    /// The hex SHA-256 of a presented token when it is a configured one (what a console
+    /// session keeps instead of the token).
+    pub fn known_digest(&self, presented: &str) -> Option<String> {
+        if self.grants_of(presented).0.is_empty() {
+            return None;
+        }
+        Some(hex::encode(digest(presented)))
+    }
+
+    /// What the configured token of this hex digest may do (`None`: no such token any
+    /// more, e.g. after a restart with another tokens file).
+    pub fn viewer_of_digest(&self, hex_digest: &str) -> Option<Viewer> {
+        let mut d = [0u8; 32];
+        hex::decode_to_slice(hex_digest, &mut d).ok()?;
+        let mut grants = Vec::new();
+        for e in &self.entries {
+            if bool::from(e.digest.ct_eq(&d)) {
+                grants.push((e.scope, e.clusters.clone()));
+            }
+        }
+        (!grants.is_empty()).then_some(Viewer { grants })
+    }
+
     /// The highest scope of a presented token, whatever its clusters (tests).
     #[cfg(test)]
     fn scope_of(&self, presented: &str) -> Option<Scope> {
@@ -293,7 +316,56 @@ impl Tokens {
 
 /// Paths that stay open with tokens configured.
 fn is_open(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/metrics")
+    matches!(path, "/healthz" | "/readyz" | "/metrics") || is_console(path)
+}
+
+/// The console (`/` redirects there): it signs its viewers in itself (`ui::session`), with
+/// these tokens' scopes and clusters.
+fn is_console(path: &str) -> bool {
+    path == "/" || path == "/ui" || path.starts_with("/ui/")
+}
+
+/// What one configured token may do, for the console: the union of the lines that configure
+/// it, or everything when no token is configured.
+#[derive(Debug, Clone)]
+pub struct Viewer {
+    grants: Vec<(Scope, Clusters)>,
+}
+
+impl Viewer {
+    /// The viewer of a console without tokens: every scope on every cluster.
+    pub fn open() -> Viewer {
+        Viewer {
+            grants: vec![(Scope::Admin, Clusters::All)],
+        }
+    }
+
+    /// Whether the token has `scope` (or more) on `cluster`.
+    pub fn may(&self, scope: Scope, cluster: &str) -> bool {
+        self.grants
+            .iter()
+            .any(|(s, c)| *s >= scope && c.allows(cluster))
+    }
+
+    /// Whether the token reaches `cluster` at all (reads it).
+    pub fn sees(&self, cluster: &str) -> bool {
+        self.may(Scope::Read, cluster)
+    }
+
+    /// The token's highest scope anywhere, for the page header.
+    pub fn scope_name(&self) -> &'static str {
+        self.grants
+            .iter()
+            .map(|g| g.0)
+            .max()
+            .unwrap_or(Scope::Read)
+            .name()
+    }
+
+    /// Whether some line of the token is limited to some clusters and none covers them all.
+    pub fn limited(&self) -> bool {
+        !self.grants.iter().any(|(_, c)| *c == Clusters::All)
+    }
 }
 
 /// The clusters a request reaches, by its path.

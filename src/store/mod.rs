@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::ids::{ClusterId, JobId};
 use crate::result_file::{ResultId, ResultKind};
 
+pub mod console;
 mod db;
 mod error;
 pub mod migrate;
@@ -49,6 +50,11 @@ pub trait Store: Send + Sync + 'static {
     /// checkpoints its write-ahead log into the database file, so that the file alone
     /// holds everything after a clean stop.
     async fn close(&self);
+
+    /// The console's own reads and sessions (`console`); `None` for a store without them.
+    fn console(&self) -> Option<&dyn console::ConsoleStore> {
+        None
+    }
 
     /// Counts of entries and operations, for metrics.
     async fn stats(&self) -> StoreResult<Stats>;

@@ -25,6 +25,8 @@ use super::{Store, StoreError, StoreResult};
 use crate::ids::{ApplicationId, ClusterId, JobId};
 use crate::result_file::{ResultId, ResultKind};
 
+mod console;
+
 /// The store: the database's pools and the bound of every call (`--db-timeout`).
 pub struct SqlStore {
     db: Db,
@@ -330,6 +332,10 @@ fn key_args(key: &OperationKey) -> Vec<Arg<'_>> {
 
 #[async_trait]
 impl Store for SqlStore {
+    fn console(&self) -> Option<&dyn super::console::ConsoleStore> {
+        Some(self)
+    }
+
     fn backend(&self) -> &'static str {
         match self.db.backend() {
             migrate::Backend::Postgres => "postgres",

@@ -5,6 +5,7 @@
 #[macro_use]
 mod common;
 
+mod console;
 mod db_replication;
 mod ha_changes;
 mod ha_failover;

@@ -1,0 +1,94 @@
+//! What the operator console (`/ui/`) reads beyond the [`Store`](super::Store) trait: the
+//! overview's counts, pages ordered for people (newest first, dirty first), and the console's
+//! sign-in sessions (`ui_sessions`, shared by every replica). Implemented by `SqlStore` in
+//! `sql_store/console.rs`; the SQL is in `sql/common/console_*.sql` and `ui_sessions_*.sql`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{Operation, OperationStatus, ResultEntry, StoreResult};
+use crate::ids::{ClusterId, JobId};
+
+/// A count per cluster.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ClusterCount {
+    pub cluster_id: String,
+    pub count: i64,
+}
+
+/// A count per job.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct JobCount {
+    pub job_id: JobId,
+    pub count: i64,
+}
+
+/// A cluster's lease for people: the holder, epoch, when it was acquired and lapses, read at
+/// the database's time. Never its lease id.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LeaseSummary {
+    pub cluster_id: String,
+    pub holder: String,
+    pub epoch: i64,
+    pub acquired_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub read_at: DateTime<Utc>,
+}
+
+impl LeaseSummary {
+    pub fn live(&self) -> bool {
+        self.expires_at > self.read_at
+    }
+}
+
+#[async_trait]
+pub trait ConsoleStore: Send + Sync {
+    /// Operations per cluster completed with a failure-cause within `within`.
+    async fn failed_operations(&self, within: Duration) -> StoreResult<Vec<ClusterCount>>;
+
+    /// Every cluster's lease.
+    async fn leases(&self) -> StoreResult<Vec<LeaseSummary>>;
+
+    /// A page of a cluster's operations, newest first.
+    async fn recent_operations(
+        &self, cluster: &ClusterId, job: Option<JobId>, status: Option<OperationStatus>,
+        limit: u32, offset: u32,
+    ) -> StoreResult<Vec<Operation>>;
+
+    /// A job's newest `limit` operations, in time order (oldest first).
+    async fn job_operations(
+        &self, cluster: &ClusterId, job: JobId, limit: u32,
+    ) -> StoreResult<Vec<Operation>>;
+
+    /// Each job's latest savepoint (what a redeploy restores from), by job id.
+    async fn latest_savepoints(
+        &self, cluster: &ClusterId, limit: u32,
+    ) -> StoreResult<Vec<Operation>>;
+
+    /// A page of job results, dirty first (oldest first), then clean (recently cleaned first).
+    async fn job_results_page(
+        &self, cluster: &ClusterId, limit: u32, offset: u32,
+    ) -> StoreResult<Vec<ResultEntry>>;
+
+    /// Application results, dirty first, newest first.
+    async fn application_results_page(
+        &self, cluster: &ClusterId, limit: u32,
+    ) -> StoreResult<Vec<ResultEntry>>;
+
+    /// The jobs with checkpoints in the cluster's HA services, with their counts.
+    async fn checkpoint_jobs(&self, cluster: &ClusterId, limit: u32) -> StoreResult<Vec<JobCount>>;
+
+    /// Stores a session (hex SHA-256 of its id and of its token), after removing expired
+    /// sessions and the oldest beyond `keep - 1`.
+    async fn create_session(
+        &self, session_hash: &str, token_digest: &str, lifetime: Duration, keep: u32,
+    ) -> StoreResult<()>;
+
+    /// The token digest of a live session.
+    async fn session_token(&self, session_hash: &str) -> StoreResult<Option<String>>;
+
+    /// Ends a session (on every replica: they read the same table).
+    async fn delete_session(&self, session_hash: &str) -> StoreResult<()>;
+}

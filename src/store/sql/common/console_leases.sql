@@ -1,0 +1,4 @@
+-- Every cluster's lease as anyone may see it (never its lease id), with the database's time of
+-- the read (the console's overview and cluster page).
+SELECT cluster_id, holder, epoch, acquired_at, expires_at, {now} AS read_at
+  FROM ha_leases ORDER BY cluster_id
