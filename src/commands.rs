@@ -236,6 +236,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
     )
     .with_database(database.clone());
+    for collector in store.collectors() {
+        state.metrics.registry.register(collector)?;
+    }
     let shutdown = CancellationToken::new();
     if database.is_postgres() {
         let metrics = state.metrics.clone();

@@ -85,6 +85,7 @@ impl Store {
                 max_connections,
                 acquire_timeout: timeout,
                 migrate,
+                group_commit: Default::default(),
             })
             .await?,
         ))

@@ -16,6 +16,7 @@ use super::postgres::{Link, PgDb};
 use super::sql::Sql;
 
 /// The pools of the database the store runs on.
+#[derive(Clone)]
 pub(crate) enum Db {
     /// One pool serves reads and writes (on a server that takes writes: see `postgres`).
     Postgres(PgDb),

@@ -19,6 +19,7 @@ use crate::result_file::{ResultId, ResultKind};
 pub mod console;
 mod db;
 mod error;
+mod group_commit;
 pub mod migrate;
 mod model;
 mod pg_url;
@@ -29,6 +30,7 @@ mod sql_store;
 mod sqlite;
 
 pub use error::{StoreError, StoreResult};
+pub use group_commit::GroupCommitConfig;
 pub use model::*;
 pub use replication::{DatabaseStatus, DatabaseWatch, Replication};
 pub use sql_store::SqlStore;
@@ -45,6 +47,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Connections the pools hold, and how many of them are idle.
     fn pool_connections(&self) -> (u32, usize);
+
+    /// The store's own metrics (the group commit's), for `/metrics`.
+    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        Vec::new()
+    }
 
     /// Closes the pools (waits for the connections in use to come back). SQLite first
     /// checkpoints its write-ahead log into the database file, so that the file alone
@@ -325,6 +332,8 @@ pub struct StoreConfig {
     pub acquire_timeout: Duration,
     /// Apply migrations when opening.
     pub migrate: bool,
+    /// How result creates and mark-cleans are grouped into transactions.
+    pub group_commit: GroupCommitConfig,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -334,6 +343,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("migrate", &self.migrate)
+            .field("group_commit", &self.group_commit)
             .finish()
     }
 }
@@ -399,7 +409,14 @@ pub async fn open_watched(config: &StoreConfig) -> anyhow::Result<(Arc<dyn Store
         db::Db::Postgres(pg) => DatabaseWatch::postgres(pg.clone()),
         db::Db::Sqlite { .. } => DatabaseWatch::sqlite(),
     };
-    Ok((Arc::new(SqlStore::new(db, config.acquire_timeout)), watch))
+    Ok((
+        Arc::new(SqlStore::new(
+            db,
+            config.acquire_timeout,
+            config.group_commit,
+        )),
+        watch,
+    ))
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::db::{Arg, Db, Decoded, Side};
+use super::group_commit::{GroupCommit, GroupCommitConfig};
 use super::migrate;
 use super::model::*;
 use super::sql::{self, Sql};
@@ -36,11 +37,14 @@ pub struct SqlStore {
     leader_changes: Arc<watch::Sender<u64>>,
     /// PostgreSQL: the LISTEN task for other writers' changes, started by the first watcher.
     listening: Once,
+    /// Result creates and mark-cleans, grouped into shared transactions.
+    group: GroupCommit,
 }
 
 impl SqlStore {
-    pub(crate) fn new(db: Db, timeout: Duration) -> Self {
+    pub(crate) fn new(db: Db, timeout: Duration, group_commit: GroupCommitConfig) -> Self {
         SqlStore {
+            group: GroupCommit::start(db.clone(), timeout, group_commit),
             db,
             timeout,
             leader_changes: Arc::new(watch::Sender::new(0)),
@@ -81,7 +85,7 @@ impl SqlStore {
 }
 
 /// The statement of a result kind.
-fn pick(kind: ResultKind, job: Sql, application: Sql) -> Sql {
+pub(super) fn pick(kind: ResultKind, job: Sql, application: Sql) -> Sql {
     match kind {
         ResultKind::Job => job,
         ResultKind::Application => application,
@@ -91,7 +95,7 @@ fn pick(kind: ResultKind, job: Sql, application: Sql) -> Sql {
 /// A result-store row: `cluster_id, job_id | application_id, state, result, created_at,
 /// cleaned_at`.
 #[derive(sqlx::FromRow)]
-struct ResultRow {
+pub(super) struct ResultRow {
     cluster_id: ClusterId,
     #[sqlx(default)]
     job_id: Option<JobId>,
@@ -127,7 +131,7 @@ impl TryFrom<ResultRow> for ResultEntry {
     }
 }
 
-fn entry(row: Option<ResultRow>) -> StoreResult<Option<ResultEntry>> {
+pub(super) fn entry(row: Option<ResultRow>) -> StoreResult<Option<ResultEntry>> {
     Ok(row.map(ResultEntry::try_from).transpose()?)
 }
 
@@ -370,6 +374,10 @@ impl Store for SqlStore {
         self.db.pool_connections()
     }
 
+    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        self.group.metrics.collectors()
+    }
+
     async fn close(&self) {
         match &self.db {
             Db::Postgres(pool) => pool.close().await,
@@ -409,25 +417,9 @@ impl Store for SqlStore {
     async fn create_result_as(
         &self, cluster: &ClusterId, id: ResultId, result: &Value, state: ResultState,
     ) -> StoreResult<ResultEntry> {
-        self.within(async {
-            let insert = pick(
-                id.kind(),
-                sql::JOB_RESULTS_INSERT,
-                sql::APPLICATION_RESULTS_INSERT,
-            );
-            // The result as the text jobstore writes (serde_json keeps every number as it
-            // was parsed): PostgreSQL's json and SQLite's TEXT keep that text, so it reads
-            // back exactly, floats included, in one autocommitted statement.
-            let args = [
-                Arg::str(cluster.as_str()),
-                Arg::text(id),
-                Arg::text(result),
-                Arg::str(state.as_str()),
-            ];
-            let row: Option<ResultRow> = self.db.optional(Side::Write, insert, &args).await?;
-            entry(row)?.ok_or(StoreError::Database(sqlx::Error::RowNotFound))
-        })
-        .await
+        // One statement of a batch of concurrent writes (`group_commit`).
+        self.within(self.group.create(cluster, id, result, state))
+            .await
     }
 
     async fn get_result(
@@ -447,23 +439,9 @@ impl Store for SqlStore {
     async fn mark_result_clean(
         &self, cluster: &ClusterId, id: ResultId,
     ) -> StoreResult<ResultEntry> {
-        self.within(async {
-            let kind = id.kind();
-            let args = result_args(cluster, id);
-            let clean = pick(
-                kind,
-                sql::JOB_RESULTS_MARK_CLEAN,
-                sql::APPLICATION_RESULTS_MARK_CLEAN,
-            );
-            if let Some(cleaned) = entry(self.db.optional(Side::Write, clean, &args).await?)? {
-                return Ok(cleaned);
-            }
-            // Not dirty: already clean (answered as it is, same cleaned-at) or absent. A new
-            // statement on the writer sees every committed clean, also a concurrent one.
-            let get = pick(kind, sql::JOB_RESULTS_GET, sql::APPLICATION_RESULTS_GET);
-            entry(self.db.optional(Side::Write, get, &args).await?)?.ok_or(StoreError::NotFound)
-        })
-        .await
+        // Dirty becomes clean in a batch of concurrent writes (`group_commit`); clean is
+        // answered as it is, absent is not found.
+        self.within(self.group.clean(cluster, id)).await
     }
 
     async fn delete_result(&self, cluster: &ClusterId, id: ResultId) -> StoreResult<bool> {

@@ -7,6 +7,7 @@ mod common;
 
 mod console;
 mod db_replication;
+mod group_commit;
 mod ha_changes;
 mod ha_failover;
 mod ha_http;

@@ -26,6 +26,7 @@ pub fn store_config(url: &str) -> StoreConfig {
         max_connections: 8,
         acquire_timeout: Duration::from_secs(10),
         migrate: true,
+        group_commit: Default::default(),
     }
 }
 

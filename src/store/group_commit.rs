@@ -1,0 +1,663 @@
+//! Group commit of result-store writes: creates and mark-cleans (job results and
+//! application results, of any clusters) that arrive while a flush is under way, or within
+//! `--group-commit-window` of the first of them, are written in one transaction, so that
+//! one WAL flush (PostgreSQL's `synchronous_commit=on`, SQLite's `synchronous=FULL`)
+//! covers them all. Each request is answered only once the transaction that holds its row
+//! committed, with the answer it would have got alone:
+//!
+//! - PostgreSQL: the whole batch is one autocommitted statement (`BATCH_POSTGRES`: the
+//!   inserts with `ON CONFLICT DO NOTHING`, the updates of dirty rows, each over `unnest` of
+//!   the batch's arrays). A create the statement did not insert met a present id (409); a
+//!   mark-clean it did not update is read again on the writer (already clean: answered as
+//!   it is; absent: 404), as the single-row path does. A statement that fails for a row's
+//!   sake (a data exception or a constraint of class 22/23) or for a deadlock or
+//!   serialization failure (40P01, 40001) failed as a whole, nothing of it committed:
+//!   every member then runs alone, through the single-row statements, and gets exactly the
+//!   answer it gets without group commit.
+//! - SQLite: one transaction on the one writer, the single-row statements in it. A
+//!   constraint failure (a duplicate key: 409; a CHECK) aborts that statement alone and
+//!   the transaction goes on (SQLite's default `ABORT` resolution).
+//! - A failure of the batch itself (the connection lost, the database down, the commit's
+//!   outcome unknown, `--db-timeout` passed) answers every member whose row was to commit
+//!   with that failure, as it would have answered it alone: never an acknowledgement of a
+//!   write that may be lost.
+//!
+//! A batch takes at most `max_rows` rows and `max_bytes` bytes of results, and at most one
+//! write per entry (a second write of the same entry waits for the next batch, so that the
+//! two are ordered as they would be alone). The queue in front holds at most `queue`
+//! requests; a request finds room or waits (within `--db-timeout`, then 503). A request
+//! whose caller gave up (its `--db-timeout` passed) before its batch was taken is not
+//! written.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use prometheus::{Histogram, HistogramOpts, IntCounter};
+use serde_json::Value;
+use sqlx::postgres::PgConnection;
+use tokio::sync::{mpsc, oneshot};
+
+use super::db::{Arg, Db, On, Tx};
+use super::model::{ResultEntry, ResultState};
+use super::postgres::Link;
+use super::sql;
+use super::sql_store::{ResultRow, entry, pick};
+use super::{StoreError, StoreResult};
+use crate::ids::ClusterId;
+use crate::result_file::{ResultId, ResultKind};
+
+/// How result writes are grouped (`serve`'s `--group-commit-*` flags).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupCommitConfig {
+    /// How long a flush waits after its first request for more (0: only the requests that
+    /// queued while the previous flush ran).
+    pub window: Duration,
+    /// Most rows per transaction (1: every write alone).
+    pub max_rows: usize,
+    /// Most bytes of results per transaction (a larger single result still goes alone).
+    pub max_bytes: usize,
+    /// Most requests waiting for a flush.
+    pub queue: usize,
+}
+
+impl Default for GroupCommitConfig {
+    fn default() -> Self {
+        GroupCommitConfig {
+            window: Duration::ZERO,
+            max_rows: 256,
+            max_bytes: 4 << 20,
+            queue: 4096,
+        }
+    }
+}
+
+/// One write of the queue.
+enum Op {
+    /// A create, `result` as the text jobstore writes.
+    Create {
+        state: ResultState,
+        result: String,
+    },
+    Clean,
+}
+
+struct Job {
+    cluster: ClusterId,
+    id: ResultId,
+    op: Op,
+    reply: oneshot::Sender<StoreResult<ResultEntry>>,
+}
+
+impl Job {
+    fn bytes(&self) -> usize {
+        64 + match &self.op {
+            Op::Create { result, .. } => result.len(),
+            Op::Clean => 0,
+        }
+    }
+
+    /// The entry it writes.
+    fn key(&self) -> (ClusterId, ResultId) {
+        (self.cluster.clone(), self.id)
+    }
+}
+
+/// What the flushes did, for `/metrics`.
+#[derive(Clone)]
+pub(crate) struct GroupMetrics {
+    /// Rows per committed transaction of the result writes.
+    rows: Histogram,
+    /// Batches that failed for one row's sake (or a deadlock) and were written row by row.
+    alone: IntCounter,
+}
+
+impl GroupMetrics {
+    fn new() -> Self {
+        GroupMetrics {
+            rows: Histogram::with_opts(
+                HistogramOpts::new(
+                    "jobstore_group_commit_rows",
+                    "Result-store writes (creates, mark-cleans) per committed transaction; \
+                     _count is the number of those transactions",
+                )
+                .buckets(vec![
+                    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0,
+                ]),
+            )
+            .expect("valid metric"),
+            alone: IntCounter::new(
+                "jobstore_group_commit_row_by_row_total",
+                "Batches of result writes that one row's failure (or a deadlock) made write row by row",
+            )
+            .expect("valid metric"),
+        }
+    }
+
+    pub(crate) fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        vec![Box::new(self.rows.clone()), Box::new(self.alone.clone())]
+    }
+}
+
+/// The queue in front of the flusher task.
+pub(crate) struct GroupCommit {
+    queue: mpsc::Sender<Job>,
+    pub(crate) metrics: GroupMetrics,
+}
+
+impl GroupCommit {
+    /// Starts the flusher (a task that ends when the store is dropped).
+    pub(crate) fn start(db: Db, timeout: Duration, config: GroupCommitConfig) -> Self {
+        let (queue, rx) = mpsc::channel(config.queue.max(1));
+        let metrics = GroupMetrics::new();
+        tokio::spawn(run(db, timeout, config, rx, metrics.clone()));
+        GroupCommit { queue, metrics }
+    }
+
+    async fn submit(&self, cluster: &ClusterId, id: ResultId, op: Op) -> StoreResult<ResultEntry> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            cluster: cluster.clone(),
+            id,
+            op,
+            reply,
+        };
+        if self.queue.send(job).await.is_err() {
+            return Err(StoreError::Database(sqlx::Error::PoolClosed));
+        }
+        answer
+            .await
+            .unwrap_or(Err(StoreError::Database(sqlx::Error::PoolClosed)))
+    }
+
+    pub(crate) async fn create(
+        &self, cluster: &ClusterId, id: ResultId, result: &Value, state: ResultState,
+    ) -> StoreResult<ResultEntry> {
+        // The result as the text jobstore writes (serde_json keeps every number as it was
+        // parsed): PostgreSQL's json and SQLite's TEXT keep that text.
+        let result = result.to_string();
+        self.submit(cluster, id, Op::Create { state, result }).await
+    }
+
+    pub(crate) async fn clean(
+        &self, cluster: &ClusterId, id: ResultId,
+    ) -> StoreResult<ResultEntry> {
+        self.submit(cluster, id, Op::Clean).await
+    }
+}
+
+async fn run(
+    db: Db, timeout: Duration, config: GroupCommitConfig, mut rx: mpsc::Receiver<Job>,
+    metrics: GroupMetrics,
+) {
+    let max_rows = config.max_rows.max(1);
+    let mut waiting: VecDeque<Job> = VecDeque::new();
+    loop {
+        if waiting.is_empty() {
+            match rx.recv().await {
+                Some(job) => waiting.push_back(job),
+                None => return,
+            }
+        }
+        if !config.window.is_zero() {
+            let until = tokio::time::Instant::now() + config.window;
+            while waiting.len() < max_rows {
+                match tokio::time::timeout_at(until, rx.recv()).await {
+                    Ok(Some(job)) => waiting.push_back(job),
+                    _ => break,
+                }
+            }
+        }
+        while waiting.len() < max_rows {
+            match rx.try_recv() {
+                Ok(job) => waiting.push_back(job),
+                Err(_) => break,
+            }
+        }
+        let batch = take_batch(&mut waiting, max_rows, config.max_bytes);
+        if batch.is_empty() {
+            continue;
+        }
+        let answers = match tokio::time::timeout(timeout, write(&db, &batch, &metrics)).await {
+            Ok(answers) => answers,
+            Err(_) => batch
+                .iter()
+                .map(|_| Err(StoreError::Timeout(timeout)))
+                .collect(),
+        };
+        for (job, answer) in batch.into_iter().zip(answers) {
+            let _ = job.reply.send(answer);
+        }
+    }
+}
+
+/// The next batch from the front of `waiting`: at most one write per entry, `max_rows`
+/// rows, `max_bytes` bytes (the first row whatever its size); the rest stays, in order.
+/// Requests whose caller is gone are dropped unwritten.
+fn take_batch(waiting: &mut VecDeque<Job>, max_rows: usize, max_bytes: usize) -> Vec<Job> {
+    let mut batch = Vec::new();
+    let mut keys = HashSet::new();
+    let mut bytes = 0usize;
+    let mut rest = VecDeque::new();
+    while let Some(job) = waiting.pop_front() {
+        if job.reply.is_closed() {
+            continue;
+        }
+        let b = job.bytes();
+        let fits = batch.len() < max_rows && (batch.is_empty() || bytes + b <= max_bytes);
+        if fits && !keys.contains(&job.key()) {
+            keys.insert(job.key());
+            bytes += b;
+            batch.push(job);
+        } else {
+            rest.push_back(job);
+        }
+        if batch.len() >= max_rows {
+            break;
+        }
+    }
+    rest.extend(waiting.drain(..));
+    *waiting = rest;
+    batch
+}
+
+async fn write(db: &Db, batch: &[Job], metrics: &GroupMetrics) -> Vec<StoreResult<ResultEntry>> {
+    match db {
+        Db::Postgres(pg) => {
+            let conn = match pg.acquire().await {
+                Ok(conn) => conn,
+                Err(e) => return every(batch.len(), &StoreError::from(e)),
+            };
+            let mut conn = conn;
+            match postgres_batch(&mut conn, &pg.link, batch).await {
+                Ok(answers) => {
+                    metrics.rows.observe(batch.len() as f64);
+                    answers
+                }
+                Err(e) if alone_after(&e) => {
+                    drop(conn);
+                    metrics.alone.inc();
+                    let mut answers = Vec::with_capacity(batch.len());
+                    for job in batch {
+                        let answer = alone(db, job).await;
+                        // A write that committed was a transaction of its own.
+                        if answer.is_ok() {
+                            metrics.rows.observe(1.0);
+                        }
+                        answers.push(answer);
+                    }
+                    answers
+                }
+                Err(e) => every(batch.len(), &StoreError::from(e)),
+            }
+        }
+        Db::Sqlite { .. } => sqlite_batch(db, batch, metrics).await,
+    }
+}
+
+/// `n` answers of the failure `e` (each its own value: the errors are not `Clone`).
+fn every(n: usize, e: &StoreError) -> Vec<StoreResult<ResultEntry>> {
+    (0..n).map(|_| Err(replicate(e))).collect()
+}
+
+/// The same failure again, for another member of the batch: the same variant (so the same
+/// status and message), the database's text kept for the log.
+fn replicate(e: &StoreError) -> StoreError {
+    let text = |e: &sqlx::Error| sqlx::Error::Protocol(e.to_string());
+    match e {
+        StoreError::Conflict => StoreError::Conflict,
+        StoreError::NotFound => StoreError::NotFound,
+        StoreError::Unavailable(e) => StoreError::Unavailable(text(e)),
+        StoreError::Timeout(d) => StoreError::Timeout(*d),
+        StoreError::Database(e) => StoreError::Database(text(e)),
+        StoreError::Migration(m) => StoreError::Migration(m.clone()),
+        StoreError::Unstorable(e) => StoreError::Unstorable(text(e)),
+        StoreError::Fenced => StoreError::Fenced,
+        StoreError::VersionMismatch { current } => {
+            StoreError::VersionMismatch { current: *current }
+        }
+    }
+}
+
+/// PostgreSQL: whether a failed batch statement failed for one row's sake or for a
+/// deadlock or serialization failure: it committed nothing, and its rows go alone.
+fn alone_after(e: &sqlx::Error) -> bool {
+    let Some(db) = e.as_database_error() else {
+        return false;
+    };
+    let code = db.code().unwrap_or_default();
+    code.starts_with("22") || code.starts_with("23") || code == "40P01" || code == "40001"
+}
+
+/// SQLite: a constraint failure (primary result code 19: a duplicate key, a CHECK, a
+/// STRICT column's type), which aborts its statement and leaves the transaction open.
+fn sqlite_row_failure(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|db| db.code())
+        .and_then(|code| code.parse::<i64>().ok())
+        .is_some_and(|code| code & 0xff == 19)
+}
+
+/// One write alone, as without group commit: one autocommitted statement (and a read of
+/// the entry after a mark-clean that changed nothing).
+async fn alone(db: &Db, job: &Job) -> StoreResult<ResultEntry> {
+    let mut conn = db.conn(super::db::Side::Write).await?;
+    row(&mut conn.on(), job).await.map_err(|e| match e {
+        RowFailure::Row(e) | RowFailure::Batch(e) => e,
+    })
+}
+
+enum RowFailure {
+    /// This row's own answer (a conflict, a constraint, absent).
+    Row(StoreError),
+    /// A failure of the connection or the transaction.
+    Batch(StoreError),
+}
+
+/// One write on `on` with the single-row statements; a constraint failure is the row's own.
+async fn row(on: &mut On<'_>, job: &Job) -> Result<ResultEntry, RowFailure> {
+    let backend = on_backend(on);
+    let fail = |e: sqlx::Error| {
+        let row_failure = match backend {
+            Backend::Sqlite => sqlite_row_failure(&e),
+            Backend::Postgres => alone_after(&e),
+        };
+        if row_failure {
+            RowFailure::Row(StoreError::from(e))
+        } else {
+            RowFailure::Batch(StoreError::from(e))
+        }
+    };
+    let kind = job.id.kind();
+    let args = [Arg::str(job.cluster.as_str()), Arg::text(job.id)];
+    match &job.op {
+        Op::Create { state, result } => {
+            let insert = pick(
+                kind,
+                sql::JOB_RESULTS_INSERT,
+                sql::APPLICATION_RESULTS_INSERT,
+            );
+            let args = [
+                Arg::str(job.cluster.as_str()),
+                Arg::text(job.id),
+                Arg::str(result),
+                Arg::str(state.as_str()),
+            ];
+            let row: Option<ResultRow> = on.optional(insert, &args).await.map_err(fail)?;
+            entry(row)
+                .map_err(RowFailure::Batch)?
+                .ok_or(RowFailure::Batch(StoreError::Database(
+                    sqlx::Error::RowNotFound,
+                )))
+        }
+        Op::Clean => {
+            let clean = pick(
+                kind,
+                sql::JOB_RESULTS_MARK_CLEAN,
+                sql::APPLICATION_RESULTS_MARK_CLEAN,
+            );
+            let cleaned: Option<ResultRow> = on.optional(clean, &args).await.map_err(fail)?;
+            if let Some(cleaned) = entry(cleaned).map_err(RowFailure::Batch)? {
+                return Ok(cleaned);
+            }
+            // Not dirty: already clean (answered as it is, same cleaned-at) or absent. A
+            // new statement on the writer sees every committed clean, also a concurrent one.
+            let get = pick(kind, sql::JOB_RESULTS_GET, sql::APPLICATION_RESULTS_GET);
+            let found: Option<ResultRow> = on.optional(get, &args).await.map_err(fail)?;
+            entry(found)
+                .map_err(RowFailure::Batch)?
+                .ok_or(RowFailure::Row(StoreError::NotFound))
+        }
+    }
+}
+
+enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+fn on_backend(on: &On<'_>) -> Backend {
+    match on {
+        On::Postgres(..) => Backend::Postgres,
+        On::Sqlite(_) => Backend::Sqlite,
+    }
+}
+
+/// SQLite: the batch in one transaction on the writer, its rows one statement each.
+async fn sqlite_batch(
+    db: &Db, batch: &[Job], metrics: &GroupMetrics,
+) -> Vec<StoreResult<ResultEntry>> {
+    let mut tx: Tx = match db.begin().await {
+        Ok(tx) => tx,
+        Err(e) => return every(batch.len(), &StoreError::from(e)),
+    };
+    let mut answers: Vec<Option<StoreResult<ResultEntry>>> = Vec::with_capacity(batch.len());
+    let mut failed: Option<StoreError> = None;
+    for job in batch {
+        match row(&mut tx.on(), job).await {
+            Ok(entry) => answers.push(Some(Ok(entry))),
+            Err(RowFailure::Row(e)) => answers.push(Some(Err(e))),
+            Err(RowFailure::Batch(e)) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let failed = match failed {
+        Some(e) => Some(e),
+        None => tx.commit().await.err().map(StoreError::from),
+    };
+    match failed {
+        None => {
+            metrics.rows.observe(batch.len() as f64);
+            answers.into_iter().map(|a| a.expect("answered")).collect()
+        }
+        // Nothing committed (or not known to have): every row that was to commit gets the
+        // failure; a row's own refusal (a conflict, absent) stands.
+        Some(e) => {
+            answers.resize_with(batch.len(), || None);
+            answers
+                .into_iter()
+                .map(|a| match a {
+                    Some(Err(row)) => Err(row),
+                    _ => Err(replicate(&e)),
+                })
+                .collect()
+        }
+    }
+}
+
+/// The whole batch in one statement, autocommitted: one transaction, one WAL flush.
+/// `$1..$4`: job creates (cluster, id, state, result); `$5..$8` application creates;
+/// `$9, $10` job mark-cleans (cluster, id); `$11, $12` application mark-cleans. Each row
+/// answered says which part wrote it (`op`: 0..3 in that order).
+const BATCH_POSTGRES: &str = "\
+WITH jc AS (
+  INSERT INTO job_results (cluster_id, job_id, state, result, cleaned_at)
+  SELECT c, i, s, r::json, CASE WHEN s = 'clean' THEN now() END
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(c, i, s, r)
+  ON CONFLICT DO NOTHING
+  RETURNING cluster_id, job_id AS id, state, result, created_at, cleaned_at
+), ac AS (
+  INSERT INTO application_results (cluster_id, application_id, state, result, cleaned_at)
+  SELECT c, i, s, r::json, CASE WHEN s = 'clean' THEN now() END
+    FROM unnest($5::text[], $6::text[], $7::text[], $8::text[]) AS t(c, i, s, r)
+  ON CONFLICT DO NOTHING
+  RETURNING cluster_id, application_id AS id, state, result, created_at, cleaned_at
+), jm AS (
+  UPDATE job_results r SET state = 'clean', cleaned_at = now()
+    FROM unnest($9::text[], $10::text[]) AS t(c, i)
+   WHERE r.cluster_id = t.c AND r.job_id = t.i AND r.state = 'dirty'
+  RETURNING r.cluster_id, r.job_id AS id, r.state, r.result, r.created_at, r.cleaned_at
+), am AS (
+  UPDATE application_results r SET state = 'clean', cleaned_at = now()
+    FROM unnest($11::text[], $12::text[]) AS t(c, i)
+   WHERE r.cluster_id = t.c AND r.application_id = t.i AND r.state = 'dirty'
+  RETURNING r.cluster_id, r.application_id AS id, r.state, r.result, r.created_at, r.cleaned_at
+)
+SELECT 0 AS op, * FROM jc UNION ALL SELECT 1, * FROM ac
+UNION ALL SELECT 2, * FROM jm UNION ALL SELECT 3, * FROM am";
+
+#[derive(sqlx::FromRow)]
+struct BatchRow {
+    op: i32,
+    cluster_id: String,
+    id: String,
+    state: ResultState,
+    result: sqlx::types::Json<Value>,
+    created_at: DateTime<Utc>,
+    cleaned_at: Option<DateTime<Utc>>,
+}
+
+/// Which part of [`BATCH_POSTGRES`] writes a job.
+fn part(job: &Job) -> i32 {
+    match (&job.op, job.id.kind()) {
+        (Op::Create { .. }, ResultKind::Job) => 0,
+        (Op::Create { .. }, ResultKind::Application) => 1,
+        (Op::Clean, ResultKind::Job) => 2,
+        (Op::Clean, ResultKind::Application) => 3,
+    }
+}
+
+async fn postgres_batch(
+    conn: &mut PgConnection, link: &Link, batch: &[Job],
+) -> Result<Vec<StoreResult<ResultEntry>>, sqlx::Error> {
+    // Sorted by key, so that two replicas' batches lock common rows in the same order.
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    order.sort_by(|&a, &b| {
+        (batch[a].cluster.as_str(), batch[a].id).cmp(&(batch[b].cluster.as_str(), batch[b].id))
+    });
+    let mut cols: [Vec<String>; 12] = Default::default();
+    for &i in &order {
+        let job = &batch[i];
+        let (c, id) = (job.cluster.to_string(), job.id.to_string());
+        match (&job.op, part(job)) {
+            (Op::Create { state, result }, p) => {
+                let base = 4 * p as usize;
+                cols[base].push(c);
+                cols[base + 1].push(id);
+                cols[base + 2].push(state.as_str().to_owned());
+                cols[base + 3].push(result.clone());
+            }
+            (Op::Clean, p) => {
+                let base = 8 + 2 * (p as usize - 2);
+                cols[base].push(c);
+                cols[base + 1].push(id);
+            }
+        }
+    }
+    let mut query = sqlx::query_as::<_, BatchRow>(BATCH_POSTGRES);
+    for col in cols {
+        query = query.bind(col);
+    }
+    let rows = query
+        .fetch_all(&mut *conn)
+        .await
+        .inspect_err(|e| link.saw(e))?;
+    let mut written: HashMap<(i32, String, String), BatchRow> = rows
+        .into_iter()
+        .map(|r| ((r.op, r.cluster_id.clone(), r.id.clone()), r))
+        .collect();
+    let mut answers = Vec::with_capacity(batch.len());
+    for job in batch {
+        let key = (part(job), job.cluster.to_string(), job.id.to_string());
+        let answer = match written.remove(&key) {
+            Some(r) => Ok(ResultEntry {
+                cluster_id: job.cluster.clone(),
+                id: job.id,
+                state: r.state,
+                created_at: r.created_at,
+                cleaned_at: r.cleaned_at,
+                result: r.result.0,
+            }),
+            None => match job.op {
+                // Not inserted: the id is present (Flink's IllegalStateException).
+                Op::Create { .. } => Err(StoreError::Conflict),
+                // Not dirty: read again on the writer, as alone.
+                Op::Clean => {
+                    let mut on = On::Postgres(&mut *conn, link);
+                    match row(&mut on, job).await {
+                        Ok(entry) => Ok(entry),
+                        Err(RowFailure::Row(e)) | Err(RowFailure::Batch(e)) => Err(e),
+                    }
+                }
+            },
+        };
+        answers.push(answer);
+    }
+    Ok(answers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(
+        cluster: &str, id: &str, bytes: usize,
+    ) -> (Job, oneshot::Receiver<StoreResult<ResultEntry>>) {
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            cluster: cluster.parse().unwrap(),
+            id: ResultId::parse(ResultKind::Job, id).unwrap(),
+            op: Op::Create {
+                state: ResultState::Dirty,
+                result: "x".repeat(bytes),
+            },
+            reply,
+        };
+        (job, rx)
+    }
+
+    const A: &str = "0000000000000000000000000000000a";
+    const B: &str = "0000000000000000000000000000000b";
+
+    #[test]
+    fn a_batch_takes_one_write_per_entry_and_keeps_the_rest_in_order() {
+        let mut receivers = Vec::new();
+        let mut waiting = VecDeque::new();
+        for (c, id) in [("c", A), ("c", A), ("d", A), ("c", B)] {
+            let (j, rx) = job(c, id, 10);
+            receivers.push(rx);
+            waiting.push_back(j);
+        }
+        let batch = take_batch(&mut waiting, 10, 1 << 20);
+        let keys: Vec<_> = batch
+            .iter()
+            .map(|j| (j.cluster.to_string(), j.id.to_string()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("c".into(), A.into()),
+                ("d".into(), A.into()),
+                ("c".into(), B.into())
+            ]
+        );
+        assert_eq!(waiting.len(), 1);
+    }
+
+    #[test]
+    fn a_batch_is_bounded_by_rows_and_bytes_and_drops_abandoned_requests() {
+        let mut waiting = VecDeque::new();
+        let mut receivers = Vec::new();
+        for (i, id) in [A, B, "0000000000000000000000000000000c"]
+            .iter()
+            .enumerate()
+        {
+            let (j, rx) = job("c", id, 1000);
+            if i == 0 {
+                drop(rx);
+            } else {
+                receivers.push(rx);
+            }
+            waiting.push_back(j);
+        }
+        // The abandoned first request is not written; the bytes bound leaves the third.
+        let batch = take_batch(&mut waiting, 10, 1100);
+        assert_eq!(batch.len(), 1);
+        assert_eq!(batch[0].id.to_string(), B);
+        assert_eq!(waiting.len(), 1);
+        let batch = take_batch(&mut waiting, 1, 0);
+        assert_eq!(batch.len(), 1, "the first row goes whatever its size");
+    }
+}

@@ -1,0 +1,481 @@
+//! Group commit of result-store writes, on both backends: concurrent creates and
+//! mark-cleans share transactions, and each request still gets the answer it gets alone (a
+//! conflict, an absent entry, a refused row answer that request, never its neighbours); a
+//! SIGKILL while batches are being flushed loses no acknowledged write and acknowledges no
+//! lost one.
+
+use crate::common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use common::load::{Ledger, LoadPlan, run_load, verify_ledger};
+use common::{
+    Backend, Client, HEAVY, Kind, Resp, Serve, TestDb, assert_error_body, fetch_all, random_hex,
+    scalar, store_config,
+};
+use jobstore::store::{GroupCommitConfig, StoreConfig, StoreError};
+use jobstore::result_file::{ResultId, ResultKind};
+
+/// `jobstore_group_commit_rows` from `/metrics`: (transactions, rows).
+async fn batches(http: &Client) -> (u64, u64) {
+    let text = http.get("/metrics").await.expect(StatusCode::OK).text();
+    let value = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}")) as u64
+    };
+    (
+        value("jobstore_group_commit_rows_count"),
+        value("jobstore_group_commit_rows_sum"),
+    )
+}
+
+/// A body larger than the server's `--body-limit 65536`.
+fn oversized(kind: Kind, id: &str) -> Value {
+    let mut body = kind.body(id);
+    body["result"]["padding"] = Value::String("x".repeat(100_000));
+    body
+}
+
+/// Concurrent creates, each answered as alone: 201 for every good one (of several
+/// clusters, one never configured), 409 for a present id and for the loser of two creates
+/// of one new id, 400 for an invalid cluster id, 413 for a body over the limit; then
+/// concurrent mark-cleans: 200, 200 again for an entry already clean (same cleaned-at), 404
+/// for an absent one. Fewer transactions than writes (the batching), every good row in
+/// SQL.
+async fn each_request_gets_its_own_answer(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let serve = Serve::start(
+        &db.url,
+        &["--group-commit-window", "100ms", "--body-limit", "65536"],
+    )
+    .await;
+    let http = serve.http.clone();
+    let present = random_hex();
+    http.post_json(&Kind::Job.base("gc-a"), &Kind::Job.body(&present))
+        .await
+        .expect(StatusCode::CREATED);
+    let present_row = scalar(
+        &db.url,
+        &format!("SELECT COUNT(*) FROM job_results WHERE job_id = '{present}'"),
+    )
+    .await;
+    assert_eq!(present_row, 1);
+    let before = batches(&http).await;
+
+    // 18 good creates over three clusters ("gc-never" was never configured: result stores
+    // need no cluster configuration), both kinds.
+    let clusters = ["gc-a", "gc-b", "gc-never"];
+    let good: Vec<(Kind, String, String)> = (0..18)
+        .map(|n| {
+            (
+                Kind::alternating(n),
+                clusters[n % 3].to_owned(),
+                random_hex(),
+            )
+        })
+        .collect();
+    let twin = random_hex();
+    let mut requests: Vec<(String, Value, u16)> = good
+        .iter()
+        .map(|(k, c, id)| (k.base(c), k.body(id), 201))
+        .collect();
+    requests.push((Kind::Job.base("gc-a"), Kind::Job.body(&present), 409));
+    requests.push((
+        Kind::Job.base("bad!cluster"),
+        Kind::Job.body(&random_hex()),
+        400,
+    ));
+    requests.push((
+        Kind::Application.base("gc-b"),
+        oversized(Kind::Application, &random_hex()),
+        413,
+    ));
+    requests.push((Kind::Job.base("gc-b"), Kind::Job.body(&twin), 0));
+    requests.push((Kind::Job.base("gc-b"), Kind::Job.body(&twin), 0));
+    let answers = send_all(
+        &http,
+        requests
+            .iter()
+            .map(|(p, b, _)| (p.clone(), Some(b.clone()))),
+    )
+    .await;
+    for ((path, _, want), r) in requests.iter().zip(&answers) {
+        if *want == 0 {
+            continue;
+        }
+        assert_eq!(r.status.as_u16(), *want, "{path}: {}", r.text());
+        if *want >= 400 {
+            assert_error_body(path, r);
+        }
+    }
+    let conflict = &answers[good.len()];
+    assert!(
+        conflict.text().contains(&present),
+        "Flink's message naming the id: {}",
+        conflict.text()
+    );
+    let twins: Vec<u16> = answers[answers.len() - 2..]
+        .iter()
+        .map(|r| r.status.as_u16())
+        .collect();
+    assert!(
+        twins.contains(&201) && twins.contains(&409),
+        "two creates of one id: {twins:?}"
+    );
+    for ((kind, cluster, id), r) in good.iter().zip(&answers) {
+        let entry = http
+            .get(&kind.entry(cluster, id))
+            .await
+            .expect(StatusCode::OK)
+            .json();
+        assert_eq!(entry["state"], "dirty");
+        assert_eq!(entry["result"], kind.result(id));
+        assert_eq!(r.json(), entry, "the create answered the stored entry");
+    }
+    let stored = |cluster: &str| {
+        let url = db.url.clone();
+        let cluster = cluster.to_owned();
+        async move {
+            scalar(
+                &url,
+                &format!("SELECT COUNT(*) FROM job_results WHERE cluster_id = '{cluster}'"),
+            )
+            .await
+                + scalar(
+                    &url,
+                    &format!(
+                        "SELECT COUNT(*) FROM application_results WHERE cluster_id = '{cluster}'"
+                    ),
+                )
+                .await
+        }
+    };
+    // gc-a: 6 good + the present one; gc-b: 6 good + one twin; gc-never: 6.
+    assert_eq!(stored("gc-a").await, 7);
+    assert_eq!(stored("gc-b").await, 7);
+    assert_eq!(stored("gc-never").await, 6);
+    let present_result: Vec<(String,)> = fetch_all(
+        &db.url,
+        &format!("SELECT CAST(result AS TEXT) FROM job_results WHERE job_id = '{present}'"),
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&present_result[0].0).unwrap(),
+        Kind::Job.result(&present),
+        "the conflicting create changed nothing"
+    );
+    let after_creates = batches(&http).await;
+    let (txs, rows) = (after_creates.0 - before.0, after_creates.1 - before.1);
+    // 18 good rows + the twin that won; the conflicts are rows of the batch too.
+    assert!(rows >= 19, "rows written in batches: {rows}");
+    assert!(
+        txs < 19 / 2,
+        "{txs} transactions for {rows} rows: no batching"
+    );
+    eprintln!("GROUP_COMMIT {backend:?} creates: {rows} rows in {txs} transactions");
+
+    // Mark-cleans: one entry cleaned first, then cleaned again among the others.
+    let first = &good[0];
+    let cleaned = http
+        .post_empty(&first.0.clean(&first.1, &first.2))
+        .await
+        .expect(StatusCode::OK)
+        .json();
+    let absent = random_hex();
+    let mut cleans: Vec<(String, u16)> = good
+        .iter()
+        .map(|(k, c, id)| (k.clean(c, id), 200))
+        .collect();
+    cleans.push((Kind::Application.clean("gc-a", &absent), 404));
+    cleans.push((Kind::Job.clean("bad!cluster", &absent), 400));
+    let before = batches(&http).await;
+    let answers = send_all(&http, cleans.iter().map(|(p, _)| (p.clone(), None))).await;
+    for ((path, want), r) in cleans.iter().zip(&answers) {
+        assert_eq!(r.status.as_u16(), *want, "{path}: {}", r.text());
+        if *want >= 400 {
+            assert_error_body(path, r);
+        }
+    }
+    assert!(
+        answers[good.len()].text().contains(&absent),
+        "{}",
+        answers[good.len()].text()
+    );
+    assert_eq!(
+        answers[0].json(),
+        cleaned,
+        "clean again: as it is, the same cleaned-at"
+    );
+    for ((kind, cluster, id), r) in good.iter().zip(&answers) {
+        let entry = http
+            .get(&kind.entry(cluster, id))
+            .await
+            .expect(StatusCode::OK)
+            .json();
+        assert_eq!(entry["state"], "clean");
+        assert_eq!(r.json(), entry);
+    }
+    for (table, _) in [Kind::Job.table(), Kind::Application.table()] {
+        let dirty = scalar(
+            &db.url,
+            &format!("SELECT COUNT(*) FROM {table} WHERE state = 'dirty' AND cluster_id IN ('gc-a', 'gc-never') AND {}",
+                if table == "job_results" { format!("job_id <> '{present}'") } else { "1 = 1".into() }),
+        )
+        .await;
+        assert_eq!(
+            dirty, 0,
+            "{table}: every acknowledged clean is clean in SQL"
+        );
+    }
+    let after = batches(&http).await;
+    let (txs, rows) = (after.0 - before.0, after.1 - before.1);
+    assert!(rows >= 18, "mark-cleans written in batches: {rows}");
+    assert!(
+        txs < 9,
+        "{txs} transactions for {rows} mark-cleans: no batching"
+    );
+    eprintln!("GROUP_COMMIT {backend:?} mark-cleans: {rows} rows in {txs} transactions");
+    serve.terminate().await;
+}
+
+per_backend!(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    each_request_gets_its_own_answer => each_request_gets_its_own_answer_postgres,
+    each_request_gets_its_own_answer_sqlite);
+
+/// Sends every request at once; the answers in order (`Some(body)`: a JSON POST, `None`:
+/// an empty POST).
+async fn send_all(
+    http: &Client, requests: impl Iterator<Item = (String, Option<Value>)>,
+) -> Vec<Resp> {
+    let tasks: Vec<_> = requests
+        .map(|(path, body)| {
+            let http = http.clone();
+            tokio::spawn(async move {
+                match body {
+                    Some(b) => http.post_json(&path, &b).await,
+                    None => http.post_empty(&path).await,
+                }
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    answers
+}
+
+/// A row the schema refuses (its result's `id` is not its key: a CHECK) in a batch of good
+/// ones, through the store: that create alone fails, with the error it gets alone, and every
+/// other row of the batch commits.
+async fn a_refused_row_costs_only_itself(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = jobstore::store::open(&StoreConfig {
+        group_commit: GroupCommitConfig {
+            window: Duration::from_millis(100),
+            ..Default::default()
+        },
+        ..store_config(&db.url)
+    })
+    .await
+    .unwrap();
+    let cluster: jobstore::ids::ClusterId = "gc-store".parse().unwrap();
+    let id = |hex: &str| ResultId::parse(ResultKind::Job, hex).unwrap();
+    // Alone first: what the refused row gets without neighbours.
+    let lone = random_hex();
+    let alone = store
+        .create_result(&cluster, id(&lone), &Kind::Job.result(&random_hex()))
+        .await;
+    assert!(matches!(alone, Err(StoreError::Database(_))), "{alone:?}");
+    let present = random_hex();
+    store
+        .create_result(&cluster, id(&present), &Kind::Job.result(&present))
+        .await
+        .unwrap();
+    let registry = prometheus::Registry::new();
+    for c in store.collectors() {
+        registry.register(c).unwrap();
+    }
+    let count = || {
+        registry
+            .gather()
+            .iter()
+            .find(|m| m.name() == "jobstore_group_commit_rows")
+            .map(|m| m.get_metric()[0].get_histogram().get_sample_count())
+            .unwrap()
+    };
+    let before = count();
+    let good: Vec<String> = (0..12).map(|_| random_hex()).collect();
+    let refused = random_hex();
+    let mut tasks = Vec::new();
+    for hex in &good {
+        let (store, cluster, hex) = (store.clone(), cluster.clone(), hex.clone());
+        tasks.push(tokio::spawn(async move {
+            store
+                .create_result(&cluster, id(&hex), &Kind::Job.result(&hex))
+                .await
+        }));
+    }
+    for (hex, result) in [
+        (refused.clone(), Kind::Job.result(&random_hex())),
+        (present.clone(), Kind::Job.result(&present)),
+    ] {
+        let (store, cluster) = (store.clone(), cluster.clone());
+        tasks.push(tokio::spawn(async move {
+            store.create_result(&cluster, id(&hex), &result).await
+        }));
+    }
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    for a in &answers[..good.len()] {
+        assert!(a.is_ok(), "{a:?}");
+    }
+    assert!(
+        matches!(answers[good.len()], Err(StoreError::Database(_))),
+        "{:?}",
+        answers[good.len()]
+    );
+    assert!(
+        matches!(answers[good.len() + 1], Err(StoreError::Conflict)),
+        "{:?}",
+        answers[good.len() + 1]
+    );
+    for hex in &good {
+        let e = store
+            .get_result(&cluster, id(hex))
+            .await
+            .unwrap()
+            .expect("stored");
+        assert_eq!(e.result, Kind::Job.result(hex));
+    }
+    assert!(
+        store
+            .get_result(&cluster, id(&refused))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let rows = scalar(
+        &db.url,
+        "SELECT COUNT(*) FROM job_results WHERE cluster_id = 'gc-store'",
+    )
+    .await;
+    assert_eq!(rows, 13, "the good rows and the present one");
+    // Mark-cleans beside an absent entry.
+    let absent = random_hex();
+    let mut tasks = Vec::new();
+    for hex in good.iter().chain([&absent]) {
+        let (store, cluster, hex) = (store.clone(), cluster.clone(), hex.clone());
+        tasks.push(tokio::spawn(async move {
+            store.mark_result_clean(&cluster, id(&hex)).await
+        }));
+    }
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    for a in &answers[..good.len()] {
+        assert_eq!(
+            a.as_ref().unwrap().state,
+            jobstore::store::ResultState::Clean
+        );
+    }
+    assert!(
+        matches!(answers[good.len()], Err(StoreError::NotFound)),
+        "{:?}",
+        answers[good.len()]
+    );
+    let txs = count() - before;
+    eprintln!(
+        "GROUP_COMMIT {backend:?} store: {} writes in {txs} transactions",
+        2 * good.len() + 3
+    );
+    assert!(
+        txs < 2 * good.len() as u64,
+        "{txs} transactions: no batching"
+    );
+    store.close().await;
+}
+
+per_backend!(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    a_refused_row_costs_only_itself => a_refused_row_costs_only_itself_postgres,
+    a_refused_row_costs_only_itself_sqlite);
+
+/// 32 writers creating and mark-cleaning through one `serve` (every write of theirs in
+/// shared transactions), killed with SIGKILL three times and restarted: every acknowledged
+/// write is stored as sent, in its last acknowledged state, once (the ledger of
+/// RELIABILITY.md's crash test), and batches held more than one row each on average.
+async fn sigkill_during_flushes(backend: Backend) {
+    let _heavy = HEAVY.lock().await;
+    let started = Instant::now();
+    let db = TestDb::new(backend).await;
+    let mut serve = Serve::start(&db.url, &["--group-commit-window", "2ms"]).await;
+    let http = Client::http_with_timeout("", Duration::from_secs(10));
+    let ledger = Arc::new(Ledger::default());
+    let stop = CancellationToken::new();
+    let plan = LoadPlan {
+        servers: Arc::new(Mutex::new(vec![serve.base.clone()])),
+        cluster: "gc-crash".into(),
+        workers: 32,
+        entries_per_worker: 2_000,
+        stop: stop.clone(),
+        attempts: 40,
+        retry_pause: Duration::from_millis(100),
+        http: http.clone(),
+    };
+    let load = tokio::spawn(run_load(plan, ledger.clone()));
+    let mut kills = 0;
+    let mut batched = (0, 0);
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let (txs, rows) = batches(&serve.http).await;
+        batched = (batched.0 + txs, batched.1 + rows);
+        serve.sigkill();
+        kills += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        serve.restart().await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(60), load)
+        .await
+        .expect("the load stops")
+        .unwrap();
+    let verdict = verify_ledger(&db.url, "gc-crash", &ledger).await;
+    let stats = ledger.stats.lock().unwrap().clone();
+    eprintln!(
+        "RELIABILITY sigkill_during_flushes {backend:?}: kills={kills} requests={} answers={:?} \
+         acknowledged creates={} acknowledged cleans={} {} batches before the kills: {} rows in \
+         {} transactions wall={:.1}s",
+        stats.requests,
+        stats.statuses,
+        verdict.acked_creates,
+        verdict.acked_cleans,
+        verdict.losses(),
+        batched.1,
+        batched.0,
+        started.elapsed().as_secs_f64()
+    );
+    verdict.assert_clean();
+    assert_eq!(stats.server_errors_but_503(), 0, "{:?}", stats.statuses);
+    assert!(verdict.acked_creates > 100, "too little load: {verdict:?}");
+    assert!(stats.count(0) > 0, "no request met the killed process");
+    assert!(
+        batched.1 > 2 * batched.0,
+        "{} rows in {} transactions: writes were not batched",
+        batched.1,
+        batched.0
+    );
+    serve.terminate().await;
+}
+
+per_backend!(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    sigkill_during_flushes => sigkill_during_flushes_postgres, sigkill_during_flushes_sqlite);
