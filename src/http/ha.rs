@@ -7,7 +7,6 @@
 //! its body; a stale one is answered 409 and changes nothing. Handles travel as hex of their
 //! bytes.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -17,7 +16,7 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::error::{ApiError, ApiResult};
@@ -83,18 +82,67 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{base}/jobs/{{jobid}}"), delete(remove_job))
 }
 
-type Params = PathParams<HashMap<String, String>>;
-
-fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> &'a str {
-    params.get(name).map(String::as_str).unwrap_or_default()
+/// `/v1/clusters/{cluster}/ha/...`: the cluster alone.
+#[derive(Deserialize)]
+struct ClusterPath {
+    cluster: String,
 }
 
-fn cluster(params: &HashMap<String, String>) -> ApiResult<ClusterId> {
-    parse_cluster(param(params, "cluster"))
+impl ClusterPath {
+    fn cluster(&self) -> ApiResult<ClusterId> {
+        parse_cluster(&self.cluster)
+    }
 }
 
-fn job_param(params: &HashMap<String, String>) -> ApiResult<JobId> {
-    parse_hex("job id", param(params, "jobid"))
+/// `.../leader-info/{component}`.
+#[derive(Deserialize)]
+struct ComponentPath {
+    cluster: String,
+    component: String,
+}
+
+impl ComponentPath {
+    fn cluster(&self) -> ApiResult<ClusterId> {
+        parse_cluster(&self.cluster)
+    }
+
+    fn component(&self) -> ApiResult<&str> {
+        text("component", &self.component, 256)?;
+        Ok(&self.component)
+    }
+}
+
+/// `.../state-handles/{kind}`.
+#[derive(Deserialize)]
+struct KindPath {
+    cluster: String,
+    kind: String,
+}
+
+/// `.../state-handles/{kind}/{name}`.
+#[derive(Deserialize)]
+struct HandlePath {
+    cluster: String,
+    kind: String,
+    name: String,
+}
+
+impl HandlePath {
+    fn key(&self, job: Option<&str>) -> ApiResult<StateHandleKey> {
+        text("name", &self.name, 256)?;
+        Ok(StateHandleKey {
+            kind: kind(&self.kind)?,
+            job: job_of(job)?,
+            name: self.name.clone(),
+        })
+    }
+}
+
+/// `.../counters/{jobid}` and `.../jobs/{jobid}`.
+#[derive(Deserialize)]
+struct JobPath {
+    cluster: String,
+    jobid: String,
 }
 
 /// A body of type `T` (unknown fields refused, so that a misspelt `epoch` is no default).
@@ -188,6 +236,120 @@ struct Acquired {
     expires_at: String,
 }
 
+/// The answer of a renewal: the lease's epoch.
+#[derive(Serialize)]
+struct Renewed {
+    epoch: i64,
+}
+
+/// The answer of a release: whether this holder's lease was released.
+#[derive(Serialize)]
+struct Released {
+    released: bool,
+}
+
+/// `GET .../lease`: the lease as anyone may see it (never its lease id).
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct LeaseListing<'a> {
+    holder: &'a str,
+    epoch: i64,
+    expires_at: String,
+    expires_in_ms: u64,
+    live: bool,
+}
+
+/// What a lease's tag covers: the holder, the epoch and whether it is live.
+#[derive(Serialize)]
+struct LeaseTag<'a> {
+    holder: &'a str,
+    epoch: i64,
+    live: bool,
+}
+
+/// A component's leader information.
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct LeaderInfoAnswer<'a> {
+    component: &'a str,
+    epoch: i64,
+    address: &'a str,
+    session_id: &'a str,
+    updated_at: String,
+}
+
+impl<'a> From<&'a LeaderInfo> for LeaderInfoAnswer<'a> {
+    fn from(i: &'a LeaderInfo) -> Self {
+        LeaderInfoAnswer {
+            component: &i.component,
+            epoch: i.epoch,
+            address: &i.address,
+            session_id: &i.session_id,
+            updated_at: time(i.updated_at),
+        }
+    }
+}
+
+/// `GET .../leader-info`: every component's.
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct LeaderInfoList<'a> {
+    leader_info: Vec<LeaderInfoAnswer<'a>>,
+}
+
+/// A state handle as the API shows it (its bytes as hex).
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct HandleBody<'a> {
+    kind: &'static str,
+    job: Option<JobId>,
+    name: &'a str,
+    version: i64,
+    handle: String,
+    marked_for_deletion: bool,
+    updated_at: String,
+}
+
+impl<'a> From<&'a StateHandle> for HandleBody<'a> {
+    fn from(h: &'a StateHandle) -> Self {
+        HandleBody {
+            kind: h.kind.as_str(),
+            job: h.job_id,
+            name: &h.name,
+            version: h.version,
+            handle: to_hex(&h.handle),
+            marked_for_deletion: h.marked_for_deletion,
+            updated_at: time(h.updated_at),
+        }
+    }
+}
+
+/// A page of state handles.
+#[derive(Serialize)]
+#[serde(rename_all = "kebab-case")]
+struct HandleList<'a> {
+    state_handles: Vec<HandleBody<'a>>,
+    next: &'a Option<String>,
+}
+
+/// The answer of a state handle's write: its version now.
+#[derive(Serialize)]
+struct Version {
+    version: i64,
+}
+
+/// The answer of a state handle's removal: whether it was there.
+#[derive(Serialize)]
+struct Removed {
+    removed: bool,
+}
+
+/// A checkpoint id counter's value.
+#[derive(Serialize)]
+struct Counter {
+    value: i64,
+}
+
 /// The header of an acquisition's 409: how long the other holder's lease has left, in
 /// milliseconds of the database's clock (so that a standby's clock skew does not matter).
 pub const LEASE_EXPIRES_IN: &str = "jobstore-lease-expires-in-ms";
@@ -197,9 +359,10 @@ pub const LEASE_EXPIRES_IN: &str = "jobstore-lease-expires-in-ms";
 const ACQUIRE_TRIES: usize = 3;
 
 async fn acquire(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+    JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let c = cluster(&params)?;
+    let c = path.cluster()?;
     let b: AcquireBody = body(v)?;
     text("holder", &b.holder, 256)?;
     let duration = lease_duration(b.duration_ms)?;
@@ -239,9 +402,10 @@ fn millis(d: Duration) -> u64 {
 }
 
 async fn renew(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Json<Renewed>> {
+    let c = path.cluster()?;
     let b: RenewBody = body(v)?;
     text("holder", &b.holder, 256)?;
     let fence = fence(b.epoch, &b.lease_id)?;
@@ -251,37 +415,42 @@ async fn renew(
         .renew_lease(&c, &b.holder, fence, duration)
         .await?
     {
-        Ok(Json(json!({"epoch": b.epoch})))
+        Ok(Json(Renewed { epoch: b.epoch }))
     } else {
         Err(ApiError::Fenced)
     }
 }
 
 async fn release(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Json<Released>> {
+    let c = path.cluster()?;
     let b: ReleaseBody = body(v)?;
     text("holder", &b.holder, 256)?;
     let fence = fence(b.epoch, &b.lease_id)?;
     let released = state.store.release_lease(&c, &b.holder, fence).await?;
-    Ok(Json(json!({"released": released})))
+    Ok(Json(Released { released }))
 }
 
 /// `GET .../lease`: the lease as anyone may see it (never its lease id), and its tag, which
 /// covers the holder, the epoch and whether it is live (not the expiry, which renewals move).
-fn lease_listing(view: Option<&LeaseView>) -> (Option<Value>, String) {
+fn lease_listing(view: Option<&LeaseView>) -> (Option<LeaseListing<'_>>, String) {
     let Some(v) = view else {
         return (None, etag(&Value::Null));
     };
-    let tag = etag(&json!({"holder": v.holder, "epoch": v.epoch, "live": v.live()}));
-    let listing = json!({
-        "holder": v.holder,
-        "epoch": v.epoch,
-        "expires-at": time(v.expires_at),
-        "expires-in-ms": millis(v.expires_in()),
-        "live": v.live(),
+    let tag = etag(&LeaseTag {
+        holder: &v.holder,
+        epoch: v.epoch,
+        live: v.live(),
     });
+    let listing = LeaseListing {
+        holder: &v.holder,
+        epoch: v.epoch,
+        expires_at: time(v.expires_at),
+        expires_in_ms: millis(v.expires_in()),
+        live: v.live(),
+    };
     (Some(listing), tag)
 }
 
@@ -290,10 +459,10 @@ fn lease_listing(view: Option<&LeaseView>) -> (Option<Value>, String) {
 /// change: an acquisition, a release or a cleanup (woken by this process's writes, and on
 /// PostgreSQL of every writer) or the lease's expiry; then answers it, or 304.
 async fn get_lease(
-    State(state): State<AppState>, PathParams(params): Params,
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let c = cluster(&params)?;
+    let c = path.cluster()?;
     let (store, c) = (state.store.as_ref(), &c);
     long_poll(&state, &q, &headers, || async move {
         let view = store.get_lease(c).await?;
@@ -353,22 +522,6 @@ const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 
 // ---- Leader information ----
 
-fn leader_info_json(i: &LeaderInfo) -> Value {
-    json!({
-        "component": i.component,
-        "epoch": i.epoch,
-        "address": i.address,
-        "session-id": i.session_id,
-        "updated-at": time(i.updated_at),
-    })
-}
-
-fn component(params: &HashMap<String, String>) -> ApiResult<&str> {
-    let c = param(params, "component");
-    text("component", c, 256)?;
-    Ok(c)
-}
-
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct LeaderInfoBody {
@@ -405,10 +558,11 @@ struct HandleFenceBody {
 }
 
 async fn publish_leader_info(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let component = component(&params)?;
+    State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Response> {
+    let c = path.cluster()?;
+    let component = path.component()?;
     let b: LeaderInfoBody = body(v)?;
     let fence = fence(b.epoch, &b.lease_id)?;
     text("address", &b.address, 4096)?;
@@ -418,16 +572,16 @@ async fn publish_leader_info(
         .publish_leader_info(&c, fence, component, &b.address, &b.session_id)
         .await
         .map_err(ApiError::from)?;
-    Ok(Json(leader_info_json(&info)))
+    Ok(Json(LeaderInfoAnswer::from(&info)).into_response())
 }
 
 async fn get_leader_info(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let component = component(&params)?;
+    State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
+) -> ApiResult<Response> {
+    let c = path.cluster()?;
+    let component = path.component()?;
     match state.store.get_leader_info(&c, component).await? {
-        Some(i) => Ok(Json(leader_info_json(&i))),
+        Some(i) => Ok(Json(LeaderInfoAnswer::from(&i)).into_response()),
         None => Err(ApiError::NotFound(format!(
             "no leader information for {component}"
         ))),
@@ -467,8 +621,9 @@ fn wait_of(state: &AppState, q: &WaitQuery) -> ApiResult<Duration> {
 }
 
 /// The tag of a listing: a digest of everything it shows.
-fn etag(listing: &Value) -> String {
-    let digest = Sha256::digest(listing.to_string().as_bytes());
+fn etag<T: Serialize>(listing: &T) -> String {
+    let text = serde_json::to_string(listing).unwrap_or_default();
+    let digest = Sha256::digest(text.as_bytes());
     let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
     format!("\"{hex}\"")
 }
@@ -484,34 +639,37 @@ fn matches_tag(headers: &HeaderMap, tag: &str) -> bool {
         .any(|t| t == tag || t == "*")
 }
 
-async fn leader_info_listing(store: &dyn Store, c: &ClusterId) -> ApiResult<(Value, String)> {
+async fn leader_info_listing(store: &dyn Store, c: &ClusterId) -> ApiResult<(Response, String)> {
     let all = store.list_leader_info(c).await?;
-    let listing = json!({"leader-info": all.iter().map(leader_info_json).collect::<Vec<_>>()});
+    let listing = LeaderInfoList {
+        leader_info: all.iter().map(LeaderInfoAnswer::from).collect(),
+    };
     let tag = etag(&listing);
-    Ok((listing, tag))
+    Ok((Json(listing).into_response(), tag))
 }
 
 /// The leader information of every component, with its `ETag`. With `If-None-Match` naming
 /// the current tag, waits up to `wait-ms` for a change (woken by every write of this
 /// process, and on PostgreSQL of every writer), then answers the new listing or 304.
 async fn list_leader_info(
-    State(state): State<AppState>, PathParams(params): Params,
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let c = cluster(&params)?;
+    let c = path.cluster()?;
     let (store, c) = (state.store.as_ref(), &c);
     long_poll(&state, &q, &headers, || async move {
         let (listing, tag) = leader_info_listing(store, c).await?;
-        Ok((Json(listing).into_response(), tag, RECHECK))
+        Ok((listing, tag, RECHECK))
     })
     .await
 }
 
 async fn delete_leader_info(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
+    JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let c = cluster(&params)?;
-    let component = component(&params)?;
+    let c = path.cluster()?;
+    let component = path.component()?;
     let b: FenceBody = body(v)?;
     state
         .store
@@ -523,8 +681,7 @@ async fn delete_leader_info(
 
 // ---- State handles ----
 
-fn kind(params: &HashMap<String, String>) -> ApiResult<HaKind> {
-    let raw = param(params, "kind");
+fn kind(raw: &str) -> ApiResult<HaKind> {
     HaKind::parse(raw).ok_or_else(|| {
         ApiError::BadRequest("kind must be execution-plan, application or checkpoint".into())
     })
@@ -534,16 +691,6 @@ fn job_of(raw: Option<&str>) -> ApiResult<Option<JobId>> {
     raw.filter(|s| !s.is_empty())
         .map(|s| parse_hex("job id", s))
         .transpose()
-}
-
-fn key(params: &HashMap<String, String>, job: Option<&str>) -> ApiResult<StateHandleKey> {
-    let name = param(params, "name");
-    text("name", name, 256)?;
-    Ok(StateHandleKey {
-        kind: kind(params)?,
-        job: job_of(job)?,
-        name: name.to_owned(),
-    })
 }
 
 fn to_hex(bytes: &[u8]) -> String {
@@ -562,18 +709,6 @@ fn bad_handle() -> ApiError {
     ApiError::BadRequest(format!(
         "handle must be 1 to {MAX_HANDLE_BYTES} bytes as an even number of hex digits"
     ))
-}
-
-fn handle_json(h: &StateHandle) -> Value {
-    json!({
-        "kind": h.kind.as_str(),
-        "job": h.job_id,
-        "name": h.name,
-        "version": h.version,
-        "handle": to_hex(&h.handle),
-        "marked-for-deletion": h.marked_for_deletion,
-        "updated-at": time(h.updated_at),
-    })
 }
 
 /// `POST .../state-handles/{kind}/{name}`.
@@ -623,15 +758,16 @@ fn no_handle() -> ApiError {
 }
 
 async fn add_handle(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
+    JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let c = cluster(&params)?;
+    let c = parse_cluster(&path.cluster)?;
     let b: AddHandleBody = body(v)?;
     let fence = fence(b.epoch, &b.lease_id)?;
-    let key = key(&params, b.job.as_deref())?;
+    let key = path.key(b.job.as_deref())?;
     let handle = from_hex(&b.handle)?;
     match state.store.add_state_handle(&c, fence, &key, &handle).await {
-        Ok(version) => Ok((StatusCode::CREATED, Json(json!({"version": version}))).into_response()),
+        Ok(version) => Ok((StatusCode::CREATED, Json(Version { version })).into_response()),
         Err(StoreError::Conflict) => {
             Err(ApiError::Conflict("the state handle already exists".into()))
         }
@@ -640,12 +776,13 @@ async fn add_handle(
 }
 
 async fn replace_handle(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
+    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Json<Version>> {
+    let c = parse_cluster(&path.cluster)?;
     let b: ReplaceHandleBody = body(v)?;
     let fence = fence(b.epoch, &b.lease_id)?;
-    let key = key(&params, b.job.as_deref())?;
+    let key = path.key(b.job.as_deref())?;
     let handle = from_hex(&b.handle)?;
     let expected = positive("expected-version", b.expected_version)?;
     match state
@@ -653,68 +790,68 @@ async fn replace_handle(
         .replace_state_handle(&c, fence, &key, expected, &handle)
         .await
     {
-        Ok(version) => Ok(Json(json!({"version": version}))),
+        Ok(version) => Ok(Json(Version { version })),
         Err(StoreError::NotFound) => Err(no_handle()),
         Err(e) => Err(e.into()),
     }
 }
 
 /// A write that names a state handle and the lease only: its cluster, lease and key.
-fn handle_fence(
-    params: &HashMap<String, String>, v: Value,
-) -> ApiResult<(ClusterId, Fence, StateHandleKey)> {
-    let c = cluster(params)?;
+fn handle_fence(path: &HandlePath, v: Value) -> ApiResult<(ClusterId, Fence, StateHandleKey)> {
+    let c = parse_cluster(&path.cluster)?;
     let b: HandleFenceBody = body(v)?;
     let fence = fence(b.epoch, &b.lease_id)?;
-    let key = key(params, b.job.as_deref())?;
+    let key = path.key(b.job.as_deref())?;
     Ok((c, fence, key))
 }
 
 async fn mark_handle(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let (c, fence, key) = handle_fence(&params, v)?;
+    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Json<Version>> {
+    let (c, fence, key) = handle_fence(&path, v)?;
     match state
         .store
         .mark_state_handle_for_deletion(&c, fence, &key)
         .await
     {
-        Ok(version) => Ok(Json(json!({"version": version}))),
+        Ok(version) => Ok(Json(Version { version })),
         Err(StoreError::NotFound) => Err(no_handle()),
         Err(e) => Err(e.into()),
     }
 }
 
 async fn remove_handle(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let (c, fence, key) = handle_fence(&params, v)?;
+    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
+    JsonValue(v): JsonValue,
+) -> ApiResult<Json<Removed>> {
+    let (c, fence, key) = handle_fence(&path, v)?;
     let removed = state
         .store
         .remove_state_handle(&c, fence, &key)
         .await
         .map_err(ApiError::from)?;
-    Ok(Json(json!({"removed": removed})))
+    Ok(Json(Removed { removed }))
 }
 
 async fn get_handle(
-    State(state): State<AppState>, PathParams(params): Params,
+    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
     QueryParams(q): QueryParams<JobQuery>,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let key = key(&params, q.job.as_deref())?;
+) -> ApiResult<Response> {
+    let c = parse_cluster(&path.cluster)?;
+    let key = path.key(q.job.as_deref())?;
     match state.store.get_state_handle(&c, &key).await? {
-        Some(h) => Ok(Json(handle_json(&h))),
+        Some(h) => Ok(Json(HandleBody::from(&h)).into_response()),
         None => Err(no_handle()),
     }
 }
 
 async fn list_handles(
-    State(state): State<AppState>, PathParams(params): Params,
+    State(state): State<AppState>, PathParams(path): PathParams<KindPath>,
     QueryParams(q): QueryParams<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let kind = kind(&params)?;
+) -> ApiResult<Response> {
+    let c = parse_cluster(&path.cluster)?;
+    let kind = kind(&path.kind)?;
     let job = job_of(q.job.as_deref())?;
     let limit = parse_limit(q.limit.as_deref())?;
     if let Some(after) = &q.after {
@@ -726,10 +863,11 @@ async fn list_handles(
         max_bytes: MAX_PAGE_BYTES,
     };
     let listing = state.store.list_state_handles(&c, kind, job, &page).await?;
-    Ok(Json(json!({
-        "state-handles": listing.handles.iter().map(handle_json).collect::<Vec<_>>(),
-        "next": listing.next,
-    })))
+    let answer = HandleList {
+        state_handles: listing.handles.iter().map(HandleBody::from).collect(),
+        next: &listing.next,
+    };
+    Ok(Json(answer).into_response())
 }
 
 // ---- Counters and cleanup ----
@@ -744,39 +882,41 @@ struct CounterSetBody {
 }
 
 /// A write on a job's data: its cluster, job and body.
-fn job_write<T: DeserializeOwned>(
-    params: &HashMap<String, String>, v: Value,
-) -> ApiResult<(ClusterId, JobId, T)> {
-    Ok((cluster(params)?, job_param(params)?, body(v)?))
+fn job_write<T: DeserializeOwned>(path: &JobPath, v: Value) -> ApiResult<(ClusterId, JobId, T)> {
+    Ok((
+        parse_cluster(&path.cluster)?,
+        parse_hex("job id", &path.jobid)?,
+        body(v)?,
+    ))
 }
 
 async fn increment_counter(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let (c, job, b): (_, _, FenceBody) = job_write(&params, v)?;
+    State(state): State<AppState>, PathParams(path): PathParams<JobPath>, JsonValue(v): JsonValue,
+) -> ApiResult<Json<Counter>> {
+    let (c, job, b): (_, _, FenceBody) = job_write(&path, v)?;
     let value = state
         .store
         .counter_get_and_increment(&c, b.fence()?, job)
         .await
         .map_err(ApiError::from)?;
-    Ok(Json(json!({"value": value})))
+    Ok(Json(Counter { value }))
 }
 
 async fn get_counter(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let c = cluster(&params)?;
-    let job = job_param(&params)?;
+    State(state): State<AppState>, PathParams(path): PathParams<JobPath>,
+) -> ApiResult<Json<Counter>> {
+    let c = parse_cluster(&path.cluster)?;
+    let job = parse_hex("job id", &path.jobid)?;
     match state.store.counter_get(&c, job).await? {
-        Some(value) => Ok(Json(json!({"value": value}))),
+        Some(value) => Ok(Json(Counter { value })),
         None => Err(ApiError::NotFound(format!("no counter for job {job}"))),
     }
 }
 
 async fn set_counter(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let (c, job, b): (_, _, CounterSetBody) = job_write(&params, v)?;
+    State(state): State<AppState>, PathParams(path): PathParams<JobPath>, JsonValue(v): JsonValue,
+) -> ApiResult<Json<Counter>> {
+    let (c, job, b): (_, _, CounterSetBody) = job_write(&path, v)?;
     let fence = fence(b.epoch, &b.lease_id)?;
     let value = positive("value", b.value)?;
     state
@@ -784,18 +924,20 @@ async fn set_counter(
         .counter_set(&c, fence, job, value)
         .await
         .map_err(ApiError::from)?;
-    Ok(Json(json!({"value": value})))
+    Ok(Json(Counter { value }))
 }
 
 async fn remove_counter(
-    state: State<AppState>, params: Params, v: JsonValue,
+    state: State<AppState>, params: PathParams<JobPath>, v: JsonValue,
 ) -> ApiResult<Response> {
     remove_job_data(state, params, v, JobData::Counter).await
 }
 
 /// Flink's `internalCleanupJobData`: the job's leader information, checkpoints, execution
 /// plan and counter, in one transaction.
-async fn remove_job(state: State<AppState>, params: Params, v: JsonValue) -> ApiResult<Response> {
+async fn remove_job(
+    state: State<AppState>, params: PathParams<JobPath>, v: JsonValue,
+) -> ApiResult<Response> {
     remove_job_data(state, params, v, JobData::All).await
 }
 
@@ -806,10 +948,10 @@ enum JobData {
 }
 
 async fn remove_job_data(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(path): PathParams<JobPath>, JsonValue(v): JsonValue,
     what: JobData,
 ) -> ApiResult<Response> {
-    let (c, job, b): (_, _, FenceBody) = job_write(&params, v)?;
+    let (c, job, b): (_, _, FenceBody) = job_write(&path, v)?;
     let fence = b.fence()?;
     match what {
         JobData::Counter => state.store.counter_remove(&c, fence, job).await?,
@@ -820,9 +962,10 @@ async fn remove_job_data(
 
 /// Flink's `cleanupAllData`: every HA entry of the cluster, by its leader.
 async fn remove_cluster_data(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(v): JsonValue,
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+    JsonValue(v): JsonValue,
 ) -> ApiResult<Response> {
-    let (c, b): (_, FenceBody) = (cluster(&params)?, body(v)?);
+    let (c, b): (_, FenceBody) = (path.cluster()?, body(v)?);
     state
         .store
         .remove_cluster_ha_data(&c, Some(b.fence()?))
