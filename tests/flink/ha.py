@@ -9,6 +9,7 @@ import re
 import subprocess
 import time
 
+from flink import LEADER_LINE
 from harness import expect, http, log, status_of, wait_for
 
 
@@ -47,7 +48,8 @@ def failover(cluster, job, ckdir, settled=None):
     """Kills the leader right after a checkpoint: (old, new, latest checkpoint id, seconds until
     the standby answers as leader, seconds until the job runs again, the 1-minute load average
     at the kill). settled(id): true once checkpoint `id` is where the standby will look for it
-    (default: half a second after its _metadata file was written)."""
+    (default: half a second after its _metadata file was written). The kill's time (time.time())
+    is left in cluster.killed_at, for timelines from the logs."""
     old = cluster.leader()
     expect(old is not None, "no single leader before the kill")
     base = latest_checkpoint(ckdir, job)
@@ -61,7 +63,7 @@ def failover(cluster, job, ckdir, settled=None):
         latest = latest_checkpoint(ckdir, job)
     survivor = cluster.others(old)[0]
     load = os.getloadavg()[0]
-    t0 = time.time()
+    t0 = cluster.killed_at = time.time()
     old.kill()
     log(f"{cluster.name}: SIGKILL leader {old.name} (pid {old.proc.pid}) after checkpoint {latest}")
     wait_for("the standby leads", lambda: survivor.leads() and status_of(survivor.rest + "/jobs/overview") == 200, 180, 0.1)
@@ -139,8 +141,31 @@ def zookeeper_failover(ctx, name, label, conf):
     if not box:
         return None
     negotiated = re.findall(r"negotiated timeout = (\d+)", box[0][0].log_text())
+    granted = line_time(box[0][1], LEADER_LINE)
     return {"leader_answering_s": round(box[0][3], 1), "job_running_s": round(box[0][4], 1), "load": round(box[0][5], 2),
-            "negotiated_session_timeout_ms": int(negotiated[-1]) if negotiated else None}
+            "negotiated_session_timeout_ms": int(negotiated[-1]) if negotiated else None,
+            # the timeline: the standby's resource manager granted leadership (its log), after the kill
+            "granted_s": round(granted - cluster.killed_at, 2) if granted else None}
+
+
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+
+
+def log_time(line):
+    """The time (time.time() scale) of a Flink log line, None when it has none."""
+    m = LOG_TIME.match(line)
+    return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000 if m else None
+
+
+def line_time(jm, text, after=0):
+    """The time of the first line of the JobManager's log (this start of it) that holds text and
+    was logged at or after `after`; None when there is none."""
+    for line in jm.log_text().splitlines():
+        if text in line:
+            t = log_time(line)
+            if t is not None and t >= after:
+                return t
+    return None
 
 
 def write_bench(suite, figures):
