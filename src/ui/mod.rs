@@ -19,9 +19,9 @@ use tower::ServiceExt;
 use crate::http::AppState;
 use crate::http::auth::{Scope, Viewer};
 use crate::ids::{ClusterId, JobId};
+use crate::result_file::{ResultId, ResultKind};
 use crate::store::console::ConsoleStore;
 use crate::store::{FindOperation, OperationStatus, ResultState, Setting, SettingKind, StoreError};
-use crate::result_file::{ResultId, ResultKind};
 
 pub mod session;
 pub mod view;

@@ -18,8 +18,8 @@ use common::{
     Backend, Client, HEAVY, Kind, Resp, Serve, TestDb, assert_error_body, fetch_all, random_hex,
     scalar, store_config,
 };
-use jobstore::store::{GroupCommitConfig, StoreConfig, StoreError};
 use jobstore::result_file::{ResultId, ResultKind};
+use jobstore::store::{GroupCommitConfig, StoreConfig, StoreError};
 
 /// `jobstore_group_commit_rows` from `/metrics`: (transactions, rows).
 async fn batches(http: &Client) -> (u64, u64) {

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use axum::http::{Method, StatusCode, header};
+use axum::http::{Method, StatusCode};
 use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 

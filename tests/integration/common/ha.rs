@@ -85,7 +85,12 @@ pub async fn long_poll(
 ) -> (StatusCode, String, Value) {
     let headers: Vec<(&str, &str)> = tag.map(|t| ("if-none-match", t)).into_iter().collect();
     let res = api
-        .try_send(Method::GET, &format!("{path}?wait-ms={wait_ms}"), &headers, Vec::new())
+        .try_send(
+            Method::GET,
+            &format!("{path}?wait-ms={wait_ms}"),
+            &headers,
+            Vec::new(),
+        )
         .await
         .unwrap();
     let etag = res

@@ -57,6 +57,15 @@ impl LoadStats {
         self.statuses.get(&status).copied().unwrap_or(0)
     }
 
+    /// Answers 500..=599 other than 503.
+    pub fn server_errors_but_503(&self) -> u64 {
+        self.statuses
+            .iter()
+            .filter(|(s, _)| (500..600).contains(*s) && **s != 503)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     pub fn server_errors(&self) -> u64 {
         self.statuses
             .iter()
