@@ -9,7 +9,7 @@
 # installed by scripts/patroni/install.sh; needs root) runs before the real-Flink suites;
 # SKIP_PATRONI=1 leaves it out. SKIP_FLINK=1 leaves out the real-Flink suites.
 # SKIP_DOCKER_CHECK=1 skips
-# scripts/docker-check.py. The console's browser test (tests/console.rs) needs Debian's chromium
+# scripts/docker-check.py. The console's browser test (tests/integration/console.rs) needs Debian's chromium
 # and chromium-driver: scripts/console/install.sh installs them when missing (needs root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "the console's browser for tests/console.rs (scripts/console/install.sh: Debian's chromium and chromium-driver, when missing)"
+step "the console's browser for tests/integration/console.rs (scripts/console/install.sh: Debian's chromium and chromium-driver, when missing)"
 bash scripts/console/install.sh
 
 step "cargo test (PostgreSQL and SQLite)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs Debian's headless browser and its WebDriver for the console's browser test
-# (tests/console.rs): `chromium` and `chromium-driver`, only when they are missing.
+# (tests/integration/console.rs): `chromium` and `chromium-driver`, only when they are missing.
 # Needs root (apt-get); idempotent.
 set -euo pipefail
 
