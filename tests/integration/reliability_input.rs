@@ -778,7 +778,6 @@ GET    /v1/clusters/c/job-results?after=zz        400
 PATCH  /v1/clusters/c/job-results                 405
 DELETE /v1/clusters                               405
 GET    /v2/nothing/here                           404
-GET    /                                          404
 POST   /jobs/{job}/savepoints                     400 json       {}
 POST   /jobs/{job}/stop                           400 json       [1]
 POST   /jobs/{job}/savepoints                     400 json       {"triggerId": "nope"}
