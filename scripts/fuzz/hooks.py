@@ -7,10 +7,11 @@
   and after a rejected write, from the service's own counts (`/metrics`: entries per kind,
   cluster and state; savepoint operations per cluster and status) and `GET /v1/clusters`.
   It needs one worker (`--workers 1`), so that no other request runs in between.
-- Caps the long poll of `GET .../ha/leader-info` at 500 ms (a numeric `wait-ms` above it is
-  sent as 500): with `If-None-Match: *` it waits by design for the whole `wait-ms` (up to
-  28 s), longer than the fuzzer's request timeout. The waiting itself is tested by
-  tests/integration/ha_changes.rs; malformed and out-of-range values are still sent as generated.
+- Caps the long polls of `GET .../ha/leader-info` and `GET .../ha/lease` at 500 ms (a numeric
+  `wait-ms` above it is sent as 500): with `If-None-Match` naming the current state they wait
+  by design for the whole `wait-ms` (up to 28 s), longer than the fuzzer's request timeout.
+  The waiting itself is tested by tests/integration/ha_changes.rs and ha_failover.rs;
+  malformed and out-of-range values are still sent as generated.
 """
 
 import atexit
@@ -48,7 +49,7 @@ LONG_POLL_CAP_MS = 500
 @schemathesis.hook
 def before_call(context, case, **kwargs):
     wait = (case.query or {}).get("wait-ms")
-    if case.path.endswith("/ha/leader-info") and isinstance(wait, (int, str)) and str(wait).isdigit() \
+    if case.path.endswith(("/ha/leader-info", "/ha/lease")) and isinstance(wait, (int, str)) and str(wait).isdigit() \
             and LONG_POLL_CAP_MS < int(wait) <= 60000:
         case.query["wait-ms"] = str(LONG_POLL_CAP_MS)
     if case.method.upper() in WRITES:
