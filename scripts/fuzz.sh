@@ -10,7 +10,7 @@
 # Prints the case counts per backend and ends with `N passed, M failed` (N and M count test
 # cases). Bounded: --max-examples per operation (FUZZ_MAX_EXAMPLES, default 10, besides
 # the coverage phase's systematic cases), one worker per backend, the backends side by side,
-# each under a time limit (FUZZ_TIME_LIMIT, 420 s: a guard against a hang, not a budget).
+# each under a time limit (FUZZ_TIME_LIMIT, 900 s: a guard against a hang, not a budget; a run takes 5 to 7 min on the 2-core machine beside the release build).
 #
 # Needs python3 with venv (schemathesis is installed from PyPI into .flink/fuzz-venv, which
 # git ignores) and PostgreSQL at DATABASE_URL (default
@@ -24,7 +24,7 @@ MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-10}"
 SEED="${FUZZ_SEED:-20261130}"
 BACKENDS="${FUZZ_BACKENDS:-sqlite postgres}"
 VENV="$(realpath -m "${FUZZ_VENV:-.flink/fuzz-venv}")"
-TIME_LIMIT="${FUZZ_TIME_LIMIT:-420}"
+TIME_LIMIT="${FUZZ_TIME_LIMIT:-900}"
 DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
 if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
