@@ -271,11 +271,32 @@ impl Db {
     /// Connections the pools hold, and how many of them are idle.
     pub fn pool_connections(&self) -> (u32, usize) {
         match self {
-            Db::Postgres(pg) => (pg.size(), pg.num_idle()),
+            Db::Postgres(pg) => (pg.size(), idle_of(pg.size(), pg.num_idle())),
             Db::Sqlite { write, read } => (
-                write.size() + read.size(),
-                write.num_idle() + read.num_idle(),
+                write.size().saturating_add(read.size()),
+                idle_of(write.size(), write.num_idle())
+                    .saturating_add(idle_of(read.size(), read.num_idle())),
             ),
         }
+    }
+}
+
+/// A pool's idle count, read as sqlx keeps it: sqlx 0.9 pushes a released connection onto
+/// its idle queue before it counts it, so a connection taken in between makes the count
+/// wrap below zero for a moment (`usize::MAX`, which once made the metrics' sum overflow
+/// and the request panic). No pool has more idle connections than connections.
+fn idle_of(size: u32, idle: usize) -> usize {
+    idle.min(size as usize)
+}
+
+#[cfg(test)]
+mod idle_count {
+    use super::idle_of;
+
+    #[test]
+    fn a_count_wrapped_below_zero_reads_as_at_most_the_pool_size() {
+        assert_eq!(idle_of(4, usize::MAX), 4);
+        assert_eq!(idle_of(4, 3), 3);
+        assert_eq!(idle_of(0, 0), 0);
     }
 }
