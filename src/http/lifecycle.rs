@@ -3,7 +3,6 @@
 //! like savepoints; and jobstore's own savepoint schedules, retention policies and latest
 //! savepoint, per cluster with per-job overrides.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -11,12 +10,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Map, Value};
 
+use super::answers::{
+    FlinkStatus, OperationAnswer, RequestId, RetentionList, ScheduleList, SettingAnswer,
+};
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
-use super::results::time;
-use super::savepoints::{cluster_of, create, flink_body, flink_id, operation_json, status_json};
+use super::savepoints::{Params, create, flink_body, malformed, without_nul};
 use super::{AppState, FLINK_PREFIXES, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::result_file::reject_nul;
@@ -88,7 +90,13 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{cluster}/latest-savepoint"), get(latest_by_name))
 }
 
-type Params = PathParams<HashMap<String, String>>;
+/// `/v1/clusters/{cluster}` and `/v1/clusters/{cluster}/jobs/{jobid}`, as the request spelt
+/// them.
+#[derive(Deserialize)]
+struct ScopePath {
+    cluster: String,
+    jobid: Option<String>,
+}
 
 /// Stores a new operation of this kind (or finds the one its trigger id names) and answers
 /// its request-id with `status`, as Flink answers that route.
@@ -99,7 +107,10 @@ async fn start(
     let mut new = NewOperation::new(key, kind);
     set(&mut new);
     let op = create(state, &new).await?;
-    Ok((status, Json(json!({ "request-id": op.request_id }))).into_response())
+    let answer = RequestId {
+        request_id: op.request_id,
+    };
+    Ok((status, Json(answer)).into_response())
 }
 
 // ---- Checkpoints (Flink's POST /jobs/:jobid/checkpoints) ----
@@ -108,37 +119,39 @@ async fn start(
 /// unknown fields ignored, anything malformed Flink's message; `INCREMENTAL`, which Flink
 /// 2.3 accepts and then fails with a 500 (FLINK-33723), a clear 400.
 fn parse_checkpoint_body(bytes: &[u8]) -> ApiResult<(CheckpointType, Option<TriggerId>)> {
-    let malformed = || {
-        ApiError::BadRequest(
-            "Request did not match expected format CheckpointTriggerRequestBody.".into(),
-        )
-    };
-    let fields = flink_body(bytes, "CheckpointTriggerRequestBody")?;
-    let checkpoint_type = match fields.get("checkpointType") {
-        None | Some(Value::Null) => CheckpointType::Configured,
-        Some(Value::String(t)) if t == "INCREMENTAL" => {
+    /// Flink's `CheckpointTriggerRequestBody`.
+    #[derive(Deserialize)]
+    struct CheckpointTriggerRequest {
+        #[serde(rename = "checkpointType")]
+        checkpoint_type: Option<String>,
+        #[serde(rename = "triggerId")]
+        trigger_id: Option<String>,
+    }
+    let body_type = "CheckpointTriggerRequestBody";
+    let b: CheckpointTriggerRequest = flink_body(bytes, body_type)?;
+    let checkpoint_type = match b.checkpoint_type.as_deref() {
+        None => CheckpointType::Configured,
+        Some("INCREMENTAL") => {
             return Err(ApiError::BadRequest(
                 "checkpointType INCREMENTAL is not supported by Flink 2.3 (FLINK-33723): \
                  use CONFIGURED or FULL"
                     .into(),
             ));
         }
-        Some(Value::String(t)) => CheckpointType::parse(t).ok_or_else(malformed)?,
-        Some(_) => return Err(malformed()),
+        Some(t) => CheckpointType::parse(t).ok_or_else(|| malformed(body_type))?,
     };
-    let trigger_id = match fields.get("triggerId") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(t)) => Some(t.parse().map_err(|_| malformed())?),
-        Some(_) => return Err(malformed()),
-    };
+    let trigger_id = b
+        .trigger_id
+        .map(|t| t.parse().map_err(|_| malformed(body_type)))
+        .transpose()?;
     Ok((checkpoint_type, trigger_id))
 }
 
 async fn trigger_checkpoint(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
-    let cluster = cluster_of(&state, &params)?;
-    let job: JobId = flink_id(&params, "jobid")?;
+    let cluster = params.cluster(&state)?;
+    let job = params.job()?;
     let (checkpoint_type, trigger_id) = parse_checkpoint_body(&bytes)?;
     let key = OperationKey {
         cluster,
@@ -154,10 +167,10 @@ async fn trigger_checkpoint(
 
 async fn checkpoint_status(
     State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let cluster = cluster_of(&state, &params)?;
-    let job: JobId = flink_id(&params, "jobid")?;
-    let request: TriggerId = flink_id(&params, "triggerid")?;
+) -> ApiResult<Json<FlinkStatus>> {
+    let cluster = params.cluster(&state)?;
+    let job = params.job()?;
+    let request = params.trigger()?;
     let key = OperationKey {
         cluster,
         job,
@@ -170,9 +183,11 @@ async fn checkpoint_status(
 }
 
 /// Flink's status body of an operation, or its 404 with this message.
-fn status_or(op: Option<Operation>, missing: impl FnOnce() -> String) -> ApiResult<Json<Value>> {
+fn status_or(
+    op: Option<Operation>, missing: impl FnOnce() -> String,
+) -> ApiResult<Json<FlinkStatus>> {
     match op {
-        Some(op) => Ok(Json(status_json(&op))),
+        Some(op) => Ok(Json(FlinkStatus::of(&op))),
         None => Err(ApiError::NotFound(missing())),
     }
 }
@@ -184,26 +199,23 @@ fn status_or(op: Option<Operation>, missing: impl FnOnce() -> String) -> ApiResu
 async fn trigger_disposal(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
-    let cluster = cluster_of(&state, &params)?;
-    let missing =
-        || ApiError::BadRequest("Field savepoint-path must not be omitted or be null.".into());
-    let fields: Map<String, Value> = match serde_json::from_slice(&bytes) {
-        Ok(Value::Object(m)) => m,
-        _ if bytes.iter().all(u8::is_ascii_whitespace) => return Err(missing()),
-        _ => {
+    /// Flink's `SavepointDisposalRequest`.
+    #[derive(Deserialize)]
+    struct SavepointDisposalRequest {
+        #[serde(rename = "savepoint-path")]
+        savepoint_path: Option<String>,
+    }
+    let cluster = params.cluster(&state)?;
+    let body_type = "SavepointDisposalRequest";
+    let b: SavepointDisposalRequest = flink_body(&bytes, body_type)?;
+    let path = match without_nul(b.savepoint_path, body_type)? {
+        None => {
             return Err(ApiError::BadRequest(
-                "Request did not match expected format SavepointDisposalRequest.".into(),
+                "Field savepoint-path must not be omitted or be null.".into(),
             ));
         }
-    };
-    let path = match fields.get("savepoint-path") {
-        None | Some(Value::Null) => return Err(missing()),
-        Some(Value::String(p)) if !p.is_empty() && !p.contains('\0') => p.clone(),
-        Some(_) => {
-            return Err(ApiError::BadRequest(
-                "Request did not match expected format SavepointDisposalRequest.".into(),
-            ));
-        }
+        Some(p) if p.is_empty() => return Err(malformed(body_type)),
+        Some(p) => p,
     };
     let key = OperationKey {
         cluster,
@@ -224,9 +236,9 @@ async fn trigger_disposal(
 
 async fn disposal_status(
     State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let cluster = cluster_of(&state, &params)?;
-    let request: TriggerId = flink_id(&params, "triggerid")?;
+) -> ApiResult<Json<FlinkStatus>> {
+    let cluster = params.cluster(&state)?;
+    let request = params.trigger()?;
     let op = state
         .store
         .find_operation(&cluster, FindOperation::Disposal(request))
@@ -237,15 +249,11 @@ async fn disposal_status(
 // ---- Schedules and retention (ours), per cluster and per job ----
 
 /// The cluster and, under `/jobs/{jobid}/`, the job a route names.
-fn scope(params: &HashMap<String, String>) -> ApiResult<(ClusterId, Option<JobId>)> {
-    let cluster = parse_cluster(
-        params
-            .get("cluster")
-            .map(String::as_str)
-            .unwrap_or_default(),
-    )?;
-    let job = params
-        .get("jobid")
+fn scope(path: &ScopePath) -> ApiResult<(ClusterId, Option<JobId>)> {
+    let cluster = parse_cluster(&path.cluster)?;
+    let job = path
+        .jobid
+        .as_deref()
         .map(|j| parse_hex("job id", j))
         .transpose()?;
     Ok((cluster, job))
@@ -301,27 +309,6 @@ fn object(body: Value) -> ApiResult<Map<String, Value>> {
     }
 }
 
-fn setting_json(setting: &Setting) -> Value {
-    match setting {
-        Setting::Schedule(s) => json!({
-            "cluster-id": s.cluster_id,
-            "job-id": s.job_id,
-            "interval": s.interval.map(|i| humantime::format_duration(i).to_string()),
-            "kind": s.kind.as_str(),
-            "target-directory": s.target_directory,
-            "format-type": s.format_type,
-            "next-due-at": s.next_due_at.map(time),
-            "last-triggered-at": s.last_triggered_at.map(time),
-        }),
-        Setting::Retention(r) => json!({
-            "cluster-id": r.cluster_id,
-            "job-id": r.job_id,
-            "max-count": r.max_count,
-            "max-age": r.max_age.map(|a| humantime::format_duration(a).to_string()),
-        }),
-    }
-}
-
 /// The 404 of a setting that is not there.
 fn no_setting(kind: SettingKind, cluster: &ClusterId, job: Option<JobId>) -> ApiError {
     let what = match kind {
@@ -336,10 +323,10 @@ fn no_setting(kind: SettingKind, cluster: &ClusterId, job: Option<JobId>) -> Api
 }
 
 async fn put_setting(
-    kind: SettingKind, State(state): State<AppState>, PathParams(params): Params,
+    kind: SettingKind, State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
     JsonValue(body): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let (cluster, job) = scope(&params)?;
+) -> ApiResult<Response> {
+    let (cluster, job) = scope(&path)?;
     let body = object(body)?;
     let setting = match kind {
         SettingKind::Schedule => Setting::Schedule(parse_schedule(&body, cluster, job)?),
@@ -347,23 +334,23 @@ async fn put_setting(
     };
     let stored = state.store.put_setting(&setting).await?;
     state.executor_wakeup.notify_waiters();
-    Ok(Json(setting_json(&stored)))
+    Ok(Json(SettingAnswer::of(&stored)).into_response())
 }
 
 async fn get_setting(
-    kind: SettingKind, State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let (cluster, job) = scope(&params)?;
+    kind: SettingKind, State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
+) -> ApiResult<Response> {
+    let (cluster, job) = scope(&path)?;
     match state.store.get_setting(kind, &cluster, job).await? {
-        Some(setting) => Ok(Json(setting_json(&setting))),
+        Some(setting) => Ok(Json(SettingAnswer::of(&setting)).into_response()),
         None => Err(no_setting(kind, &cluster, job)),
     }
 }
 
 async fn delete_setting(
-    kind: SettingKind, State(state): State<AppState>, PathParams(params): Params,
+    kind: SettingKind, State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
 ) -> ApiResult<StatusCode> {
-    let (cluster, job) = scope(&params)?;
+    let (cluster, job) = scope(&path)?;
     if state.store.delete_setting(kind, &cluster, job).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -374,16 +361,18 @@ async fn delete_setting(
 /// `GET /v1/clusters/{cluster}/savepoint-schedules` (or `-retentions`): the cluster's
 /// setting (`job-id` null) and its jobs' overrides.
 async fn list_settings(
-    kind: SettingKind, State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let (cluster, _) = scope(&params)?;
+    kind: SettingKind, State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
+) -> ApiResult<Response> {
+    let (cluster, _) = scope(&path)?;
     let list = state.store.list_settings(kind, &cluster).await?;
-    let list: Vec<Value> = list.iter().map(setting_json).collect();
-    let key = match kind {
-        SettingKind::Schedule => "savepoint-schedules",
-        SettingKind::Retention => "savepoint-retentions",
-    };
-    Ok(Json(json!({ key: list })))
+    let answers = list.iter().map(SettingAnswer::of).collect();
+    Ok(match kind {
+        SettingKind::Schedule => Json(ScheduleList { schedules: answers }).into_response(),
+        SettingKind::Retention => Json(RetentionList {
+            retentions: answers,
+        })
+        .into_response(),
+    })
 }
 
 /// A schedule's body: `{"interval", "kind", "target-directory", "format-type"}`.
@@ -474,33 +463,33 @@ fn parse_retention(
 // ---- The latest savepoint ----
 
 async fn latest_of_job(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let (cluster, job) = scope(&params)?;
+    State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
+) -> ApiResult<Response> {
+    let (cluster, job) = scope(&path)?;
     let job = job.unwrap_or(JobId::NONE);
     match state
         .store
         .find_operation(&cluster, FindOperation::LatestSavepoint(job))
         .await?
     {
-        Some(op) => Ok(Json(operation_json(&op))),
+        Some(op) => Ok(Json(OperationAnswer::of(&op)).into_response()),
         None => Err(ApiError::NotFound(format!(
             "no completed savepoint of job {job} in cluster {cluster}"
         ))),
     }
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Deserialize)]
 struct NameQuery {
     #[serde(rename = "job-name")]
     job_name: Option<String>,
 }
 
 async fn latest_by_name(
-    State(state): State<AppState>, PathParams(params): Params,
+    State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
     QueryParams(q): QueryParams<NameQuery>,
-) -> ApiResult<Json<Value>> {
-    let (cluster, _) = scope(&params)?;
+) -> ApiResult<Response> {
+    let (cluster, _) = scope(&path)?;
     let name = q
         .job_name
         .filter(|n| !n.is_empty() && n.len() <= 4096 && !n.contains('\0'))
@@ -512,7 +501,7 @@ async fn latest_by_name(
         .find_operation(&cluster, FindOperation::LatestSavepointNamed(&name))
         .await?
     {
-        Some(op) => Ok(Json(operation_json(&op))),
+        Some(op) => Ok(Json(OperationAnswer::of(&op)).into_response()),
         None => Err(ApiError::NotFound(format!(
             "no completed savepoint of a job named {name:?} in cluster {cluster}"
         ))),

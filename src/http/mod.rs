@@ -9,12 +9,12 @@ use axum::http::Uri;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::json;
 
 use crate::ids::ClusterId;
 use crate::result_file::ResultKind;
 use crate::store::{DatabaseWatch, Store};
 
+pub mod answers;
 pub mod auth;
 pub mod error;
 pub mod extract;
@@ -229,8 +229,8 @@ async fn openapi_json() -> Json<serde_json::Value> {
     Json(openapi::document())
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+async fn healthz() -> Json<answers::Health> {
+    Json(answers::Health { status: "ok" })
 }
 
 /// `{"status": "ready", "database": {...}}` (what the database promises, as last checked),
@@ -241,15 +241,18 @@ async fn readyz(State(state): State<AppState>) -> axum::response::Response {
     let executor = state.metrics.executor_state();
     if executor == crate::metrics::ExecutorState::Stopped {
         tracing::warn!("not ready: the savepoint executor stopped");
-        let body = json!({"errors": ["not ready: the savepoint executor stopped"], "executor": executor.as_str()});
+        let body = answers::NotReady {
+            errors: ["not ready: the savepoint executor stopped"],
+            executor: executor.as_str(),
+        };
         return (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
     match state.store.ready().await {
-        Ok(()) => Json(json!({
-            "status": "ready",
-            "executor": executor.as_str(),
-            "database": state.database.current(),
-        }))
+        Ok(()) => Json(answers::Ready {
+            status: "ready",
+            executor: executor.as_str(),
+            database: state.database.current(),
+        })
         .into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "not ready");

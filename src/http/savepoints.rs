@@ -2,24 +2,26 @@
 //! without the `/v1/clusters/{cluster}` prefix; plus the operation list, the `complete`
 //! route for executors outside the service, and the per-cluster configuration.
 
-use std::collections::HashMap;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Map, Value};
 
+use super::answers::{
+    ClusterAnswer, ClusterList, FlinkStatus, OperationAnswer, OperationPage, RequestId,
+};
 use super::error::{ApiError, ApiResult};
 use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
-use super::results::{parse_limit, time};
+use super::results::parse_limit;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId};
 use crate::result_file::{reject_long_numbers, reject_nul};
 use crate::store::{
     ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
-    OperationKind, OperationStatus, Outcome, StoreError, Trigger,
+    OperationKind, OperationStatus, Outcome, StoreError,
 };
 
 pub fn router() -> Router<AppState> {
@@ -45,7 +47,16 @@ pub fn router() -> Router<AppState> {
     .route("/v1/clusters", get(list_clusters))
 }
 
-type Params = PathParams<HashMap<String, String>>;
+/// The path of Flink's routes, as the request spelt it: the cluster of the prefix (none: the
+/// default cluster), the job and the trigger id, where the route has them.
+#[derive(Deserialize)]
+pub(super) struct FlinkPath {
+    cluster: Option<String>,
+    jobid: Option<String>,
+    triggerid: Option<String>,
+}
+
+pub(super) type Params = PathParams<FlinkPath>;
 
 /// Flink's message for a path parameter that does not parse.
 fn bad_param(name: &str, raw: &str) -> ApiError {
@@ -54,24 +65,74 @@ fn bad_param(name: &str, raw: &str) -> ApiError {
     ))
 }
 
-pub(super) fn flink_id<I: std::str::FromStr>(
-    params: &HashMap<String, String>, name: &str,
-) -> ApiResult<I> {
-    let raw = params.get(name).map(String::as_str).unwrap_or_default();
+fn flink_id<I: std::str::FromStr>(raw: Option<&str>, name: &str) -> ApiResult<I> {
+    let raw = raw.unwrap_or_default();
     raw.parse().map_err(|_| bad_param(name, raw))
 }
 
-/// The cluster a request acts on: the prefix's, or the default cluster.
-pub(super) fn cluster_of(
-    state: &AppState, params: &HashMap<String, String>,
-) -> ApiResult<ClusterId> {
-    match params.get("cluster") {
-        Some(raw) => parse_cluster(raw),
-        None => Ok(state.config.default_cluster.clone()),
+impl FlinkPath {
+    /// The cluster a request acts on: the prefix's, or the default cluster.
+    pub(super) fn cluster(&self, state: &AppState) -> ApiResult<ClusterId> {
+        match &self.cluster {
+            Some(raw) => parse_cluster(raw),
+            None => Ok(state.config.default_cluster.clone()),
+        }
+    }
+
+    /// The job id, with Flink's message when it does not parse.
+    pub(super) fn job(&self) -> ApiResult<JobId> {
+        flink_id(self.jobid.as_deref(), "jobid")
+    }
+
+    /// The trigger id, with Flink's message when it does not parse.
+    pub(super) fn trigger(&self) -> ApiResult<TriggerId> {
+        flink_id(self.triggerid.as_deref(), "triggerid")
     }
 }
 
-/// The fields of Flink's `SavepointTriggerRequestBody` / `StopWithSavepointRequestBody`.
+/// `/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete`.
+#[derive(Deserialize)]
+struct OperationPath {
+    cluster: String,
+    jobid: String,
+    triggerid: String,
+}
+
+/// Flink's `SavepointTriggerRequestBody`.
+#[derive(Deserialize)]
+struct SavepointTriggerRequest {
+    #[serde(rename = "target-directory")]
+    target_directory: Option<String>,
+    #[serde(rename = "cancel-job")]
+    cancel_job: Option<bool>,
+    #[serde(rename = "triggerId")]
+    trigger_id: Option<String>,
+    #[serde(rename = "formatType")]
+    format_type: Option<FormatType>,
+}
+
+/// Flink's `StopWithSavepointRequestBody`.
+#[derive(Deserialize)]
+struct StopWithSavepointRequest {
+    #[serde(rename = "targetDirectory")]
+    target_directory: Option<String>,
+    drain: Option<bool>,
+    #[serde(rename = "triggerId")]
+    trigger_id: Option<String>,
+    #[serde(rename = "formatType")]
+    format_type: Option<FormatType>,
+}
+
+/// Flink's `SavepointFormatType`.
+#[derive(Deserialize, Clone, Copy)]
+enum FormatType {
+    #[serde(rename = "CANONICAL")]
+    Canonical,
+    #[serde(rename = "NATIVE")]
+    Native,
+}
+
+/// A trigger body, savepoint or stop, read.
 struct TriggerBody {
     target_directory: Option<String>,
     flag: bool,
@@ -79,64 +140,74 @@ struct TriggerBody {
     format_type: String,
 }
 
-/// A body of Flink's trigger requests as Flink reads it: missing or empty is `{}`, anything
-/// but an object is Flink's "Request did not match expected format" message.
-pub(super) fn flink_body(bytes: &[u8], body_type: &str) -> ApiResult<Map<String, Value>> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Map::new());
-    }
-    match serde_json::from_slice(bytes) {
-        Ok(Value::Object(m)) => Ok(m),
-        _ => Err(ApiError::BadRequest(format!(
-            "Request did not match expected format {body_type}."
-        ))),
+/// Flink's message for a body that does not fit its type.
+pub(super) fn malformed(body_type: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "Request did not match expected format {body_type}."
+    ))
+}
+
+/// A body of Flink's trigger requests as Flink reads it: missing or empty is `{}`, unknown
+/// fields are ignored (a field given twice: the last), anything but an object of `T`'s
+/// fields is Flink's "Request did not match expected format" message.
+pub(super) fn flink_body<T: serde::de::DeserializeOwned>(
+    bytes: &[u8], body_type: &str,
+) -> ApiResult<T> {
+    let fields = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        match serde_json::from_slice(bytes) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(malformed(body_type)),
+        }
+    };
+    serde_json::from_value(Value::Object(fields)).map_err(|_| malformed(body_type))
+}
+
+/// A text field of a Flink body: PostgreSQL cannot store a NUL character.
+pub(super) fn without_nul(s: Option<String>, body_type: &str) -> ApiResult<Option<String>> {
+    match s {
+        Some(s) if s.contains('\0') => Err(malformed(body_type)),
+        s => Ok(s),
     }
 }
 
 /// Parses a trigger body as Flink does: missing or empty is `{}`, unknown fields are ignored,
 /// anything malformed is Flink's "Request did not match expected format" message.
 fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
-    let (body_type, dir_field, flag_field) = if stop {
-        ("StopWithSavepointRequestBody", "targetDirectory", "drain")
-    } else {
+    let (body_type, target_directory, flag, trigger_id, format_type) = if stop {
+        let body_type = "StopWithSavepointRequestBody";
+        let b: StopWithSavepointRequest = flink_body(bytes, body_type)?;
         (
-            "SavepointTriggerRequestBody",
-            "target-directory",
-            "cancel-job",
+            body_type,
+            b.target_directory,
+            b.drain,
+            b.trigger_id,
+            b.format_type,
+        )
+    } else {
+        let body_type = "SavepointTriggerRequestBody";
+        let b: SavepointTriggerRequest = flink_body(bytes, body_type)?;
+        (
+            body_type,
+            b.target_directory,
+            b.cancel_job,
+            b.trigger_id,
+            b.format_type,
         )
     };
-    let malformed = || {
-        ApiError::BadRequest(format!(
-            "Request did not match expected format {body_type}."
-        ))
-    };
-    let fields = flink_body(bytes, body_type)?;
-    let opt_str = |name: &str| -> ApiResult<Option<String>> {
-        match fields.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            // PostgreSQL cannot store a NUL character.
-            Some(Value::String(s)) if !s.contains('\0') => Ok(Some(s.clone())),
-            Some(_) => Err(malformed()),
-        }
-    };
-    let flag = match fields.get(flag_field) {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(malformed()),
-    };
-    let trigger_id = opt_str("triggerId")?
-        .map(|s| s.parse::<TriggerId>().map_err(|_| malformed()))
+    let trigger_id = without_nul(trigger_id, body_type)?
+        .map(|s| s.parse::<TriggerId>().map_err(|_| malformed(body_type)))
         .transpose()?;
-    let format_type = match opt_str("formatType")?.as_deref() {
-        None | Some("CANONICAL") => "CANONICAL".to_owned(),
-        Some("NATIVE") => "NATIVE".to_owned(),
-        Some(_) => return Err(malformed()),
+    let format_type = match format_type {
+        None | Some(FormatType::Canonical) => "CANONICAL",
+        Some(FormatType::Native) => "NATIVE",
     };
     Ok(TriggerBody {
-        target_directory: opt_str(dir_field)?.filter(|d| !d.is_empty()),
-        flag,
+        target_directory: without_nul(target_directory, body_type)?.filter(|d| !d.is_empty()),
+        flag: flag.unwrap_or(false),
         trigger_id,
-        format_type,
+        format_type: format_type.to_owned(),
     })
 }
 
@@ -151,11 +222,12 @@ async fn stop(state: State<AppState>, params: Params, body: RawBody) -> ApiResul
 async fn start_operation(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody, stop: bool,
 ) -> ApiResult<Response> {
-    let cluster = cluster_of(&state, &params)?;
-    let job: JobId = flink_id(&params, "jobid")?;
+    let cluster = params.cluster(&state)?;
+    let job = params.job()?;
     let body = parse_trigger_body(&bytes, stop)?;
-    let accepted =
-        |id: &TriggerId| (StatusCode::ACCEPTED, Json(json!({ "request-id": id }))).into_response();
+    let accepted = |request_id: TriggerId| {
+        (StatusCode::ACCEPTED, Json(RequestId { request_id })).into_response()
+    };
 
     // The same trigger id on the same job answers the existing operation, whatever its
     // state and whatever the other parameters.
@@ -166,7 +238,7 @@ async fn start_operation(
             request,
         };
         if let Some(op) = state.store.get_operation(&key).await? {
-            return Ok(accepted(&op.request_id));
+            return Ok(accepted(op.request_id));
         }
     }
     let target_directory = match body.target_directory {
@@ -203,7 +275,7 @@ async fn start_operation(
     new.target_directory = Some(target_directory);
     new.format_type = body.format_type;
     let op = create(&state, &new).await?;
-    Ok(accepted(&op.request_id))
+    Ok(accepted(op.request_id))
 }
 
 /// Stores a new operation (or finds the one its trigger id names) and wakes the executor.
@@ -216,36 +288,19 @@ pub(super) async fn create(state: &AppState, new: &NewOperation) -> ApiResult<Op
     Ok(op)
 }
 
-/// Flink's status body: `IN_PROGRESS` with `"operation": null`, or `COMPLETED` with the
-/// location (a savepoint), the `checkpointId` (a checkpoint), `{}` (a disposal), or the
-/// failure-cause (`failureCause` for checkpoints, as Flink 2.3 spells it there).
-pub fn status_json(op: &Operation) -> Value {
-    let operation = match op.outcome() {
-        None => return json!({"status": {"id": "IN_PROGRESS"}, "operation": null}),
-        Some(Outcome::Location(l)) => json!({"location": l}),
-        Some(Outcome::Checkpoint(id)) => json!({"checkpointId": id}),
-        Some(Outcome::Disposed) => json!({}),
-        Some(Outcome::FailureCause(c)) if op.kind == OperationKind::Checkpoint => {
-            json!({"failureCause": c})
-        }
-        Some(Outcome::FailureCause(c)) => json!({"failure-cause": c}),
-    };
-    json!({"status": {"id": "COMPLETED"}, "operation": operation})
-}
-
 async fn status(
     State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<Value>> {
-    let cluster = cluster_of(&state, &params)?;
-    let job = flink_id(&params, "jobid")?;
-    let request = flink_id(&params, "triggerid")?;
+) -> ApiResult<Json<FlinkStatus>> {
+    let cluster = params.cluster(&state)?;
+    let job = params.job()?;
+    let request = params.trigger()?;
     let key = OperationKey {
         cluster,
         job,
         request,
     };
     match state.store.get_operation(&key).await? {
-        Some(op) if op.kind.is_savepoint() => Ok(Json(status_json(&op))),
+        Some(op) if op.kind.is_savepoint() => Ok(Json(FlinkStatus::of(&op))),
         _ => Err(ApiError::OperationNotFound {
             job,
             trigger: request,
@@ -253,57 +308,13 @@ async fn status(
     }
 }
 
-/// The operation as the management routes show it (a checkpoint also with its type and
-/// id, a disposal with its savepoint path; the job of a disposal that names none is null).
-pub fn operation_json(op: &Operation) -> Value {
-    let mut v = json!({
-        "cluster-id": op.cluster_id,
-        "job-id": (op.job_id != JobId::NONE).then_some(op.job_id),
-        "request-id": op.request_id,
-        "kind": op.kind.as_str(),
-        "status": op.status.as_str(),
-        "target-directory": op.target_directory,
-        "format-type": op.format_type,
-        "location": op.location,
-        "failure-cause": op.failure_cause,
-        "created-at": time(op.created_at),
-        "completed-at": op.completed_at.map(time),
-        "trigger": op.trigger.as_str(),
-        "disposed-at": op.disposed_at.map(time),
-    });
-    match op.kind {
-        OperationKind::Checkpoint => {
-            v["checkpoint-type"] = json!(op.checkpoint_type.map(|t| t.as_str()));
-            v["checkpoint-id"] = json!(op.checkpoint_id);
-        }
-        OperationKind::Disposal => v["savepoint-path"] = json!(op.savepoint_path),
-        _ => {}
-    }
-    if let Some(due) = op.due_at {
-        v["due-at"] = json!(time(due));
-    }
-    if op.trigger != Trigger::Api {
-        // Which try of its due time (schedule) or of its savepoint (retention) it is.
-        v["retry"] = json!(op.retry);
-    }
-    v
-}
-
 async fn complete(
-    State(state): State<AppState>, PathParams(params): Params, JsonValue(body): JsonValue,
-) -> ApiResult<Json<Value>> {
-    let cluster = cluster_of(&state, &params)?;
-    let job: JobId = parse_hex(
-        "job id",
-        params.get("jobid").map(String::as_str).unwrap_or_default(),
-    )?;
-    let request: TriggerId = parse_hex(
-        "trigger id",
-        params
-            .get("triggerid")
-            .map(String::as_str)
-            .unwrap_or_default(),
-    )?;
+    State(state): State<AppState>, PathParams(path): PathParams<OperationPath>,
+    JsonValue(body): JsonValue,
+) -> ApiResult<Response> {
+    let cluster = parse_cluster(&path.cluster)?;
+    let job: JobId = parse_hex("job id", &path.jobid)?;
+    let request: TriggerId = parse_hex("trigger id", &path.triggerid)?;
     let Value::Object(mut body) = body else {
         return Err(ApiError::BadRequest(
             "the body must be {\"location\": \"...\"} or {\"failure-cause\": {...}}".into(),
@@ -362,10 +373,10 @@ async fn complete(
             },
             other => other.into(),
         })?;
-    Ok(Json(operation_json(&op)))
+    Ok(Json(OperationAnswer::of(&op)).into_response())
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Deserialize)]
 struct ListQuery {
     #[serde(rename = "job-id")]
     job_id: Option<String>,
@@ -378,7 +389,7 @@ struct ListQuery {
 async fn list(
     State(state): State<AppState>, PathParams(cluster): PathParams<String>,
     QueryParams(q): QueryParams<ListQuery>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let cluster = parse_cluster(&cluster)?;
     let job = q
         .job_id
@@ -425,8 +436,11 @@ async fn list(
     } else {
         None
     };
-    let list: Vec<Value> = ops.iter().map(operation_json).collect();
-    Ok(Json(json!({"savepoint-operations": list, "next": next})))
+    let page = OperationPage {
+        operations: ops.iter().map(OperationAnswer::of).collect(),
+        next,
+    };
+    Ok(Json(page).into_response())
 }
 
 /// The listing cursor: the job id and request id of the last operation, 64 hex characters.
@@ -443,14 +457,6 @@ fn parse_cursor(raw: &str) -> ApiResult<(JobId, TriggerId)> {
     ))
 }
 
-fn cluster_json(c: &ClusterConfig) -> Value {
-    json!({
-        "cluster-id": c.cluster_id,
-        "flink-rest-url": c.flink_rest_url,
-        "savepoint-directory": c.savepoint_directory,
-    })
-}
-
 fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
     ClusterConfig {
         cluster_id: cluster.clone(),
@@ -461,13 +467,13 @@ fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
 
 async fn get_cluster(
     State(state): State<AppState>, PathParams(cluster): PathParams<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let cluster = parse_cluster(&cluster)?;
     match state.store.get_cluster(&cluster).await? {
-        Some(c) => Ok(Json(cluster_json(&c))),
+        Some(c) => Ok(Json(ClusterAnswer::of(&c)).into_response()),
         // The default cluster always exists; its values come from the serve flags.
         None if cluster == state.config.default_cluster => {
-            Ok(Json(cluster_json(&empty_cluster(&cluster))))
+            Ok(Json(ClusterAnswer::of(&empty_cluster(&cluster))).into_response())
         }
         None => Err(ApiError::NotFound(format!(
             "cluster {cluster} is not configured"
@@ -478,7 +484,7 @@ async fn get_cluster(
 async fn put_cluster(
     State(state): State<AppState>, PathParams(cluster): PathParams<String>,
     JsonValue(body): JsonValue,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let cluster = parse_cluster(&cluster)?;
     let Value::Object(body) = body else {
         return Err(ApiError::BadRequest(
@@ -531,7 +537,7 @@ async fn put_cluster(
         .await?
         .unwrap_or(config);
     state.executor_wakeup.notify_waiters();
-    Ok(Json(cluster_json(&stored)))
+    Ok(Json(ClusterAnswer::of(&stored)).into_response())
 }
 
 /// A Flink REST URL, normalised (see [`FlinkRestUrl`]); 400 otherwise.
@@ -540,7 +546,7 @@ fn validate_flink_url(url: &str) -> ApiResult<FlinkRestUrl> {
         .map_err(|e| ApiError::BadRequest(format!("field `flink-rest-url` {e}")))
 }
 
-async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+async fn list_clusters(State(state): State<AppState>) -> ApiResult<Response> {
     let mut clusters = state.store.list_clusters().await?;
     if !clusters
         .iter()
@@ -549,6 +555,8 @@ async fn list_clusters(State(state): State<AppState>) -> ApiResult<Json<Value>> 
         clusters.push(empty_cluster(&state.config.default_cluster));
         clusters.sort_by(|a, b| a.cluster_id.cmp(&b.cluster_id));
     }
-    let list: Vec<Value> = clusters.iter().map(cluster_json).collect();
-    Ok(Json(json!({ "clusters": list })))
+    let list = ClusterList {
+        clusters: clusters.iter().map(ClusterAnswer::of).collect(),
+    };
+    Ok(Json(list).into_response())
 }
