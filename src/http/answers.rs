@@ -133,7 +133,7 @@ impl<'a> OperationAnswer<'a> {
             checkpoint_type: checkpoint.then(|| op.checkpoint_type.map(|t| t.as_str())),
             checkpoint_id: checkpoint.then_some(op.checkpoint_id),
             savepoint_path: (op.kind == OperationKind::Disposal)
-                .then(|| op.savepoint_path.as_deref()),
+                .then_some(op.savepoint_path.as_deref()),
             due_at: op.due_at.map(time),
             retry: (op.trigger != Trigger::Api).then_some(op.retry),
         }
