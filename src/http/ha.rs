@@ -183,6 +183,12 @@ fn fence(epoch: i64, lease_id: &str) -> ApiResult<Fence> {
     Ok(Fence { epoch, lease_id })
 }
 
+/// The holder and the fence of a renewal or a release.
+fn holder_fence(holder: &str, epoch: i64, lease_id: &str) -> ApiResult<Fence> {
+    text("holder", holder, 256)?;
+    fence(epoch, lease_id)
+}
+
 fn lease_duration(ms: u64) -> ApiResult<Duration> {
     let d = Duration::from_millis(ms);
     if ms == 0 || d > MAX_LEASE {
@@ -407,8 +413,7 @@ async fn renew(
 ) -> ApiResult<Json<Renewed>> {
     let c = path.cluster()?;
     let b: RenewBody = body(v)?;
-    text("holder", &b.holder, 256)?;
-    let fence = fence(b.epoch, &b.lease_id)?;
+    let fence = holder_fence(&b.holder, b.epoch, &b.lease_id)?;
     let duration = lease_duration(b.duration_ms)?;
     if state
         .store
@@ -427,8 +432,7 @@ async fn release(
 ) -> ApiResult<Json<Released>> {
     let c = path.cluster()?;
     let b: ReleaseBody = body(v)?;
-    text("holder", &b.holder, 256)?;
-    let fence = fence(b.epoch, &b.lease_id)?;
+    let fence = holder_fence(&b.holder, b.epoch, &b.lease_id)?;
     let released = state.store.release_lease(&c, &b.holder, fence).await?;
     Ok(Json(Released { released }))
 }

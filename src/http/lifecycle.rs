@@ -168,16 +168,10 @@ async fn trigger_checkpoint(
 async fn checkpoint_status(
     State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<FlinkStatus>> {
-    let cluster = params.cluster(&state)?;
-    let job = params.job()?;
-    let request = params.trigger()?;
-    let key = OperationKey {
-        cluster,
-        job,
-        request,
-    };
+    let key = params.key(&state)?;
     let op = state.store.get_operation(&key).await?;
     status_or(op.filter(|op| op.kind == OperationKind::Checkpoint), || {
+        let (request, job) = (key.request, key.job);
         format!("There is no checkpoint operation with triggerId={request} for job {job}.")
     })
 }

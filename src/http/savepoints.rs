@@ -88,6 +88,16 @@ impl FlinkPath {
     pub(super) fn trigger(&self) -> ApiResult<TriggerId> {
         flink_id(self.triggerid.as_deref(), "triggerid")
     }
+
+    /// The operation a status route names: cluster, job and trigger id, checked in that
+    /// order.
+    pub(super) fn key(&self, state: &AppState) -> ApiResult<OperationKey> {
+        Ok(OperationKey {
+            cluster: self.cluster(state)?,
+            job: self.job()?,
+            request: self.trigger()?,
+        })
+    }
 }
 
 /// `/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete`.
@@ -105,10 +115,8 @@ struct SavepointTriggerRequest {
     target_directory: Option<String>,
     #[serde(rename = "cancel-job")]
     cancel_job: Option<bool>,
-    #[serde(rename = "triggerId")]
-    trigger_id: Option<String>,
-    #[serde(rename = "formatType")]
-    format_type: Option<FormatType>,
+    #[serde(flatten)]
+    common: TriggerFields,
 }
 
 /// Flink's `StopWithSavepointRequestBody`.
@@ -117,9 +125,15 @@ struct StopWithSavepointRequest {
     #[serde(rename = "targetDirectory")]
     target_directory: Option<String>,
     drain: Option<bool>,
-    #[serde(rename = "triggerId")]
+    #[serde(flatten)]
+    common: TriggerFields,
+}
+
+/// The fields both of Flink's savepoint trigger bodies have.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TriggerFields {
     trigger_id: Option<String>,
-    #[serde(rename = "formatType")]
     format_type: Option<FormatType>,
 }
 
@@ -175,27 +189,19 @@ pub(super) fn without_nul(s: Option<String>, body_type: &str) -> ApiResult<Optio
 /// Parses a trigger body as Flink does: missing or empty is `{}`, unknown fields are ignored,
 /// anything malformed is Flink's "Request did not match expected format" message.
 fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
-    let (body_type, target_directory, flag, trigger_id, format_type) = if stop {
+    let (body_type, target_directory, flag, common) = if stop {
         let body_type = "StopWithSavepointRequestBody";
         let b: StopWithSavepointRequest = flink_body(bytes, body_type)?;
-        (
-            body_type,
-            b.target_directory,
-            b.drain,
-            b.trigger_id,
-            b.format_type,
-        )
+        (body_type, b.target_directory, b.drain, b.common)
     } else {
         let body_type = "SavepointTriggerRequestBody";
         let b: SavepointTriggerRequest = flink_body(bytes, body_type)?;
-        (
-            body_type,
-            b.target_directory,
-            b.cancel_job,
-            b.trigger_id,
-            b.format_type,
-        )
+        (body_type, b.target_directory, b.cancel_job, b.common)
     };
+    let TriggerFields {
+        trigger_id,
+        format_type,
+    } = common;
     let trigger_id = without_nul(trigger_id, body_type)?
         .map(|s| s.parse::<TriggerId>().map_err(|_| malformed(body_type)))
         .transpose()?;
@@ -291,19 +297,12 @@ pub(super) async fn create(state: &AppState, new: &NewOperation) -> ApiResult<Op
 async fn status(
     State(state): State<AppState>, PathParams(params): Params,
 ) -> ApiResult<Json<FlinkStatus>> {
-    let cluster = params.cluster(&state)?;
-    let job = params.job()?;
-    let request = params.trigger()?;
-    let key = OperationKey {
-        cluster,
-        job,
-        request,
-    };
+    let key = params.key(&state)?;
     match state.store.get_operation(&key).await? {
         Some(op) if op.kind.is_savepoint() => Ok(Json(FlinkStatus::of(&op))),
         _ => Err(ApiError::OperationNotFound {
-            job,
-            trigger: request,
+            job: key.job,
+            trigger: key.request,
         }),
     }
 }
