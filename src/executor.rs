@@ -20,8 +20,8 @@ use crate::metrics::{ExecutorState, Metrics};
 use crate::result_file::ResultKind;
 use crate::schedules;
 use crate::store::{
-    Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Progress, Store,
-    StoreError, Trigger,
+    Attempt, Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Progress,
+    Store, StoreError, Trigger,
 };
 
 #[derive(Debug, Clone)]
@@ -450,7 +450,7 @@ pub async fn drive(
         flink_rest_url: base,
     } = claimed;
     let key = op.key();
-    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, attempt = op.attempt);
+    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, attempt = op.attempt.0);
     drive_held(store, config, client, op, base, key)
         .instrument(span)
         .await
@@ -609,7 +609,7 @@ async fn drive_held(
 }
 
 async fn finish(
-    store: &dyn Store, metrics: &Metrics, key: &OperationKey, fence: i32, outcome: Outcome,
+    store: &dyn Store, metrics: &Metrics, key: &OperationKey, fence: Attempt, outcome: Outcome,
 ) {
     let outcome = without_nul(outcome);
     match store.complete_operation(key, &outcome, Some(fence)).await {

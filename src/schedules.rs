@@ -458,7 +458,7 @@ fn scheduled(
         s.kind,
     );
     new.target_directory = s.target_directory.clone().or_else(|| default_dir.clone());
-    new.format_type = s.format_type.clone();
+    new.format_type = s.format_type;
     new.trigger = Trigger::Schedule;
     new.checkpoint_type =
         (s.kind == OperationKind::Checkpoint).then_some(crate::store::CheckpointType::Configured);
@@ -476,7 +476,7 @@ fn retry_of(failed: &Operation) -> NewOperation {
         interval: None,
         kind: failed.kind,
         target_directory: failed.target_directory.clone(),
-        format_type: failed.format_type.clone(),
+        format_type: failed.format_type,
         next_due_at: failed.due_at,
         last_triggered_at: None,
     };

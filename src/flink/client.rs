@@ -74,7 +74,7 @@ impl FlinkClient {
             body.insert(dir.to_owned(), json!(op.target_directory));
             body.insert(flag.to_owned(), json!(op.kind == on));
             body.insert("triggerId".to_owned(), json!(op.request_id));
-            body.insert("formatType".to_owned(), json!(op.format_type));
+            body.insert("formatType".to_owned(), json!(op.format_type.as_str()));
             (format!("/jobs/{}/{route}", op.job_id), Value::Object(body))
         };
         let (path, body) = match op.kind {

@@ -26,8 +26,8 @@ use super::results::time;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId};
 use crate::store::{
-    Fence, HaKind, HandlePage, LeaderInfo, LeaseView, MAX_HANDLE_BYTES, StateHandle,
-    StateHandleKey, Store, StoreError,
+    Epoch, Fence, HaKind, HandlePage, HandleVersion, LeaderInfo, LeaseView, MAX_HANDLE_BYTES,
+    StateHandle, StateHandleKey, Store, StoreError,
 };
 
 /// Most handle bytes one page of a state-handle listing holds (beyond its first handle).
@@ -170,7 +170,7 @@ fn positive(what: &str, n: i64) -> ApiResult<i64> {
 
 /// The lease a write names: its epoch and the lease id its acquisition answered (a UUID in
 /// its hyphenated form).
-fn fence(epoch: i64, lease_id: &str) -> ApiResult<Fence> {
+fn fence(epoch: Epoch, lease_id: &str) -> ApiResult<Fence> {
     let lease_id = uuid::Uuid::try_parse(lease_id)
         .ok()
         .filter(|_| lease_id.len() == 36)
@@ -184,7 +184,7 @@ fn fence(epoch: i64, lease_id: &str) -> ApiResult<Fence> {
 }
 
 /// The holder and the fence of a renewal or a release.
-fn holder_fence(holder: &str, epoch: i64, lease_id: &str) -> ApiResult<Fence> {
+fn holder_fence(holder: &str, epoch: Epoch, lease_id: &str) -> ApiResult<Fence> {
     text("holder", holder, 256)?;
     fence(epoch, lease_id)
 }
@@ -219,7 +219,7 @@ struct AcquireBody {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct RenewBody {
     holder: String,
-    epoch: i64,
+    epoch: Epoch,
     lease_id: String,
     duration_ms: u64,
 }
@@ -229,7 +229,7 @@ struct RenewBody {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct ReleaseBody {
     holder: String,
-    epoch: i64,
+    epoch: Epoch,
     lease_id: String,
 }
 
@@ -237,7 +237,7 @@ struct ReleaseBody {
 #[derive(Serialize)]
 #[serde(rename_all = "kebab-case")]
 struct Acquired {
-    epoch: i64,
+    epoch: Epoch,
     lease_id: uuid::Uuid,
     expires_at: String,
 }
@@ -245,7 +245,7 @@ struct Acquired {
 /// The answer of a renewal: the lease's epoch.
 #[derive(Serialize)]
 struct Renewed {
-    epoch: i64,
+    epoch: Epoch,
 }
 
 /// The answer of a release: whether this holder's lease was released.
@@ -259,7 +259,7 @@ struct Released {
 #[serde(rename_all = "kebab-case")]
 struct LeaseListing<'a> {
     holder: &'a str,
-    epoch: i64,
+    epoch: Epoch,
     expires_at: String,
     expires_in_ms: u64,
     live: bool,
@@ -269,7 +269,7 @@ struct LeaseListing<'a> {
 #[derive(Serialize)]
 struct LeaseTag<'a> {
     holder: &'a str,
-    epoch: i64,
+    epoch: Epoch,
     live: bool,
 }
 
@@ -278,7 +278,7 @@ struct LeaseTag<'a> {
 #[serde(rename_all = "kebab-case")]
 struct LeaderInfoAnswer<'a> {
     component: &'a str,
-    epoch: i64,
+    epoch: Epoch,
     address: &'a str,
     session_id: &'a str,
     updated_at: String,
@@ -310,7 +310,7 @@ struct HandleBody<'a> {
     kind: &'static str,
     job: Option<JobId>,
     name: &'a str,
-    version: i64,
+    version: HandleVersion,
     handle: String,
     marked_for_deletion: bool,
     updated_at: String,
@@ -341,7 +341,7 @@ struct HandleList<'a> {
 /// The answer of a state handle's write: its version now.
 #[derive(Serialize)]
 struct Version {
-    version: i64,
+    version: HandleVersion,
 }
 
 /// The answer of a state handle's removal: whether it was there.
@@ -529,7 +529,7 @@ const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct LeaderInfoBody {
-    epoch: i64,
+    epoch: Epoch,
     lease_id: String,
     address: String,
     session_id: String,
@@ -540,7 +540,7 @@ struct LeaderInfoBody {
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct FenceBody {
-    epoch: i64,
+    epoch: Epoch,
     lease_id: String,
 }
 
@@ -555,7 +555,7 @@ impl FenceBody {
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct HandleFenceBody {
-    epoch: i64,
+    epoch: Epoch,
     lease_id: String,
     #[serde(default)]
     job: Option<String>,
@@ -719,7 +719,7 @@ fn bad_handle() -> ApiError {
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct AddHandleBody {
-    epoch: i64,
+    epoch: Epoch,
     lease_id: String,
     #[serde(default)]
     job: Option<String>,
@@ -730,7 +730,7 @@ struct AddHandleBody {
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct ReplaceHandleBody {
-    epoch: i64,
+    epoch: Epoch,
     lease_id: String,
     #[serde(default)]
     job: Option<String>,
@@ -791,7 +791,7 @@ async fn replace_handle(
     let expected = positive("expected-version", b.expected_version)?;
     match state
         .store
-        .replace_state_handle(&c, fence, &key, expected, &handle)
+        .replace_state_handle(&c, fence, &key, HandleVersion(expected), &handle)
         .await
     {
         Ok(version) => Ok(Json(Version { version })),
@@ -880,7 +880,7 @@ async fn list_handles(
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct CounterSetBody {
-    epoch: i64,
+    epoch: Epoch,
     lease_id: String,
     value: i64,
 }

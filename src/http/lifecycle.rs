@@ -23,8 +23,8 @@ use super::{AppState, FLINK_PREFIXES, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::result_file::reject_nul;
 use crate::store::{
-    CheckpointType, FindOperation, NewOperation, Operation, OperationKey, OperationKind, Retention,
-    Schedule, Setting, SettingKind,
+    CheckpointType, FindOperation, FormatType, NewOperation, Operation, OperationKey,
+    OperationKind, Retention, Schedule, Setting, SettingKind,
 };
 
 /// Shortest schedule interval.
@@ -416,7 +416,8 @@ fn parse_schedule(
         kind,
         target_directory: text("target-directory", &[])?,
         format_type: text("format-type", &["CANONICAL", "NATIVE"])?
-            .unwrap_or_else(|| "CANONICAL".to_owned()),
+            .and_then(|f| FormatType::parse(&f))
+            .unwrap_or(FormatType::Canonical),
         next_due_at: None,
         last_triggered_at: None,
     })

@@ -20,8 +20,8 @@ use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId};
 use crate::result_file::{reject_long_numbers, reject_nul};
 use crate::store::{
-    ClusterConfig, ConfiguredBy, NewOperation, Operation, OperationFilter, OperationKey,
-    OperationKind, OperationStatus, Outcome, StoreError,
+    ClusterConfig, ConfiguredBy, FormatType, NewOperation, Operation, OperationFilter,
+    OperationKey, OperationKind, OperationStatus, Outcome, StoreError,
 };
 
 pub fn router() -> Router<AppState> {
@@ -134,16 +134,7 @@ struct StopWithSavepointRequest {
 #[serde(rename_all = "camelCase")]
 struct TriggerFields {
     trigger_id: Option<String>,
-    format_type: Option<FormatType>,
-}
-
-/// Flink's `SavepointFormatType`.
-#[derive(Deserialize, Clone, Copy)]
-enum FormatType {
-    #[serde(rename = "CANONICAL")]
-    Canonical,
-    #[serde(rename = "NATIVE")]
-    Native,
+    format_type: Option<String>,
 }
 
 /// A trigger body, savepoint or stop, read.
@@ -151,7 +142,7 @@ struct TriggerBody {
     target_directory: Option<String>,
     flag: bool,
     trigger_id: Option<TriggerId>,
-    format_type: String,
+    format_type: FormatType,
 }
 
 /// Flink's message for a body that does not fit its type.
@@ -206,14 +197,14 @@ fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
         .map(|s| s.parse::<TriggerId>().map_err(|_| malformed(body_type)))
         .transpose()?;
     let format_type = match format_type {
-        None | Some(FormatType::Canonical) => "CANONICAL",
-        Some(FormatType::Native) => "NATIVE",
+        None => FormatType::Canonical,
+        Some(f) => FormatType::parse(&f).ok_or_else(|| malformed(body_type))?,
     };
     Ok(TriggerBody {
         target_directory: without_nul(target_directory, body_type)?.filter(|d| !d.is_empty()),
         flag: flag.unwrap_or(false),
         trigger_id,
-        format_type: format_type.to_owned(),
+        format_type,
     })
 }
 

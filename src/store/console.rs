@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{Operation, OperationStatus, ResultEntry, StoreResult};
+use super::{Epoch, Operation, OperationStatus, ResultEntry, StoreResult};
 use crate::ids::{ClusterId, JobId};
 
 /// A count per cluster.
@@ -31,7 +31,7 @@ pub struct JobCount {
 pub struct LeaseSummary {
     pub cluster_id: String,
     pub holder: String,
-    pub epoch: i64,
+    pub epoch: Epoch,
     pub acquired_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub read_at: DateTime<Utc>,

@@ -1,6 +1,7 @@
 //! Errors of the storage layer. Database text stays here and in the server log: callers
 //! get the variant, never the message.
 
+use super::model::HandleVersion;
 use std::time::Duration;
 
 /// What a store call can fail with.
@@ -36,7 +37,7 @@ pub enum StoreError {
     Fenced,
     /// A compare-and-set whose expected version is not the stored one. Nothing was written.
     #[error("version mismatch: the stored version is {current}")]
-    VersionMismatch { current: i64 },
+    VersionMismatch { current: HandleVersion },
 }
 
 impl From<sqlx::Error> for StoreError {

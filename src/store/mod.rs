@@ -117,7 +117,7 @@ pub trait Store: Send + Sync + 'static {
     /// operation; another outcome, or a lost fence, is [`StoreError::Conflict`]; an unknown
     /// operation [`StoreError::NotFound`].
     async fn complete_operation(
-        &self, key: &OperationKey, outcome: &Outcome, fence: Option<i32>,
+        &self, key: &OperationKey, outcome: &Outcome, fence: Option<Attempt>,
     ) -> StoreResult<Operation>;
 
     /// Takes one open operation of a cluster with a Flink REST URL whose lease is free or
@@ -133,7 +133,7 @@ pub trait Store: Send + Sync + 'static {
     /// Extends the holder's lease and records its progress; false when the attempt is no
     /// longer the operation's (the lease was taken over, or it completed).
     async fn renew_operation(
-        &self, key: &OperationKey, attempt: i32, lease: Duration, progress: &Progress,
+        &self, key: &OperationKey, attempt: Attempt, lease: Duration, progress: &Progress,
     ) -> StoreResult<bool>;
 
     /// Completes every open operation older than `timeout` that nobody holds, with `cause`.
@@ -250,21 +250,21 @@ pub trait Store: Send + Sync + 'static {
     /// Adds a state handle at version 1, fenced; a present key is [`StoreError::Conflict`].
     async fn add_state_handle(
         &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey, handle: &[u8],
-    ) -> StoreResult<i64>;
+    ) -> StoreResult<HandleVersion>;
 
     /// Compare-and-set: replaces the handle when its version is `expected_version` (and it
     /// is not marked for deletion) and answers the new version; else
     /// [`StoreError::VersionMismatch`], [`StoreError::NotFound`] or [`StoreError::Fenced`].
     async fn replace_state_handle(
-        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey, expected_version: i64,
-        handle: &[u8],
-    ) -> StoreResult<i64>;
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey,
+        expected_version: HandleVersion, handle: &[u8],
+    ) -> StoreResult<HandleVersion>;
 
     /// Marks a handle for deletion (the first phase of Flink's `releaseAndTryRemove`),
     /// fenced; answers its version, [`StoreError::NotFound`] when absent.
     async fn mark_state_handle_for_deletion(
         &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey,
-    ) -> StoreResult<i64>;
+    ) -> StoreResult<HandleVersion>;
 
     /// A state handle, also one marked for deletion (Flink's `exists` takes those for
     /// absent; the HTTP answer says `marked-for-deletion`).

@@ -54,6 +54,39 @@ macro_rules! text_enum {
     };
 }
 
+text_enum!(
+    /// The format of a savepoint (Flink's `SavepointFormatType`).
+    FormatType {
+        Canonical = "CANONICAL",
+        Native = "NATIVE",
+    }
+);
+
+/// Which claim of an operation by an executor this is: raised at every claim (0 before the
+/// first), and named by every later write of that claim, so that a stale executor's write
+/// lands nowhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, sqlx::Type)]
+#[sqlx(transparent)]
+pub struct Attempt(pub i32);
+
+impl PartialEq<i32> for Attempt {
+    fn eq(&self, other: &i32) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialOrd<i32> for Attempt {
+    fn partial_cmp(&self, other: &i32) -> Option<std::cmp::Ordering> {
+        self.0.partial_cmp(other)
+    }
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 // ---- Result stores ---------------------------------------------------------------------------
 
 text_enum!(
@@ -205,15 +238,14 @@ pub struct Operation {
     pub kind: OperationKind,
     pub status: OperationStatus,
     pub target_directory: Option<String>,
-    /// "CANONICAL" or "NATIVE".
-    pub format_type: String,
+    pub format_type: FormatType,
     pub location: Option<String>,
     #[sqlx(json(nullable))]
     pub failure_cause: Option<Value>,
     pub created_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
     /// Executor bookkeeping: attempt number (the fence), lease holder, trigger time.
-    pub attempt: i32,
+    pub attempt: Attempt,
     pub lease_owner: Option<String>,
     pub triggered_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
@@ -277,8 +309,7 @@ pub struct NewOperation {
     pub key: OperationKey,
     pub kind: OperationKind,
     pub target_directory: Option<String>,
-    /// "CANONICAL" or "NATIVE".
-    pub format_type: String,
+    pub format_type: FormatType,
     pub trigger: Trigger,
     /// A checkpoint's type (required for one, none for others).
     pub checkpoint_type: Option<CheckpointType>,
@@ -297,7 +328,7 @@ impl NewOperation {
             key,
             kind,
             target_directory: None,
-            format_type: "CANONICAL".to_owned(),
+            format_type: FormatType::Canonical,
             trigger: Trigger::Api,
             checkpoint_type: None,
             savepoint_path: None,
@@ -371,7 +402,7 @@ pub struct Schedule {
     /// `Savepoint` or `Checkpoint`.
     pub kind: OperationKind,
     pub target_directory: Option<String>,
-    pub format_type: String,
+    pub format_type: FormatType,
     pub next_due_at: Option<DateTime<Utc>>,
     pub last_triggered_at: Option<DateTime<Utc>>,
 }
@@ -468,11 +499,50 @@ pub struct Expired {
 // that lease is the cluster's live one, checked in the writing statement itself on the
 // database's clock; a write of a deposed leader is `StoreError::Fenced` and changes nothing.
 
+/// A lease's epoch: 1 at a cluster's first acquisition, + 1 at every new one; shown in the
+/// leader information. It names a lease for people; the lease id is what fences (an epoch
+/// can repeat when a database failover lost the commit of an acquisition).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    sqlx::Type,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[sqlx(transparent)]
+#[serde(transparent)]
+pub struct Epoch(pub i64);
+
+impl PartialEq<i64> for Epoch {
+    fn eq(&self, other: &i64) -> bool {
+        self.0 == *other
+    }
+}
+
+impl std::ops::Add<i64> for Epoch {
+    type Output = Epoch;
+    fn add(self, n: i64) -> Epoch {
+        Epoch(self.0 + n)
+    }
+}
+
+impl fmt::Display for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// A lease as its holder got it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
 pub struct Lease {
     /// Raised at every new acquisition; shown in the leader information.
-    pub epoch: i64,
+    pub epoch: Epoch,
     /// Drawn at random at every new acquisition (kept when the live holder acquires again):
     /// the token that fences. An epoch can repeat when a database failover lost the commit of
     /// an acquisition; a lease id never does.
@@ -497,7 +567,7 @@ impl Lease {
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LeaseView {
     pub holder: String,
-    pub epoch: i64,
+    pub epoch: Epoch,
     pub expires_at: DateTime<Utc>,
     /// The database's time of the read.
     pub read_at: DateTime<Utc>,
@@ -524,7 +594,7 @@ impl LeaseView {
 /// only while both name the cluster's live lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fence {
-    pub epoch: i64,
+    pub epoch: Epoch,
     pub lease_id: Uuid,
 }
 
@@ -534,7 +604,7 @@ pub struct LeaderInfo {
     pub cluster_id: ClusterId,
     pub component: String,
     /// The lease epoch of the leader that published it.
-    pub epoch: i64,
+    pub epoch: Epoch,
     pub address: String,
     pub session_id: String,
     pub updated_at: DateTime<Utc>,
@@ -566,6 +636,26 @@ pub(crate) fn job_column(job: Option<JobId>) -> String {
     job.map(|j| j.to_string()).unwrap_or_default()
 }
 
+/// A state handle's compare-and-set version: 1 when added, + 1 at every replace.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, sqlx::Type, serde::Serialize,
+)]
+#[sqlx(transparent)]
+#[serde(transparent)]
+pub struct HandleVersion(pub i64);
+
+impl PartialEq<i64> for HandleVersion {
+    fn eq(&self, other: &i64) -> bool {
+        self.0 == *other
+    }
+}
+
+impl fmt::Display for HandleVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// One stored state handle.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct StateHandle {
@@ -573,7 +663,7 @@ pub struct StateHandle {
     pub job_id: Option<JobId>,
     pub name: String,
     /// The compare-and-set version: 1 when added, + 1 at every replace.
-    pub version: i64,
+    pub version: HandleVersion,
     /// Flink's serialized pointer to the state (never the state itself).
     pub handle: Vec<u8>,
     pub marked_for_deletion: bool,

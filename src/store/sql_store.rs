@@ -152,7 +152,7 @@ struct ScheduleRow {
     interval_ms: Option<i64>,
     kind: OperationKind,
     target_directory: Option<String>,
-    format_type: String,
+    format_type: FormatType,
     next_due_at_ms: Option<i64>,
     last_triggered_at_ms: Option<i64>,
 }
@@ -234,7 +234,7 @@ struct Live {
 /// `RETURNING version` of the state-handle writes.
 #[derive(sqlx::FromRow)]
 struct Version {
-    version: i64,
+    version: HandleVersion,
 }
 
 /// `ha_state_handle_sizes`: a handle's name and size.
@@ -270,7 +270,7 @@ struct Counter {
 fn fenced_args<'a, const N: usize>(
     cluster: &'a ClusterId, fence: Fence, tail: [Arg<'a>; N],
 ) -> Vec<Arg<'a>> {
-    let mut args = vec![Arg::str(cluster.as_str()), Arg::Int(fence.epoch)];
+    let mut args = vec![Arg::str(cluster.as_str()), Arg::Int(fence.epoch.0)];
     args.extend(tail);
     args.push(Arg::text(fence.lease_id));
     args
@@ -283,7 +283,7 @@ fn handle_args<'a, const N: usize>(
 ) -> Vec<Arg<'a>> {
     let mut args = vec![
         Arg::str(cluster.as_str()),
-        Arg::Int(fence.epoch),
+        Arg::Int(fence.epoch.0),
         Arg::str(key.kind.as_str()),
         Arg::text(key.job_column()),
         Arg::str(&key.name),
@@ -512,7 +512,7 @@ impl Store for SqlStore {
             args.extend([
                 Arg::str(new.kind.as_str()),
                 Arg::opt_str(new.target_directory.as_deref()),
-                Arg::str(&new.format_type),
+                Arg::str(new.format_type.as_str()),
                 Arg::str(new.trigger.as_str()),
                 Arg::opt_text(new.checkpoint_type),
                 Arg::opt_str(new.savepoint_path.as_deref()),
@@ -576,7 +576,7 @@ impl Store for SqlStore {
     }
 
     async fn complete_operation(
-        &self, key: &OperationKey, outcome: &Outcome, fence: Option<i32>,
+        &self, key: &OperationKey, outcome: &Outcome, fence: Option<Attempt>,
     ) -> StoreResult<Operation> {
         self.within(async {
             let (location, cause, checkpoint) = match outcome {
@@ -589,7 +589,7 @@ impl Store for SqlStore {
             args.extend([
                 Arg::opt_str(location),
                 Arg::OptJson(cause),
-                Arg::OptInt(fence.map(i64::from)),
+                Arg::OptInt(fence.map(|a| i64::from(a.0))),
                 Arg::OptInt(checkpoint),
             ]);
             // Read back before committing, as for results: a failure-cause that could not
@@ -649,7 +649,7 @@ impl Store for SqlStore {
     }
 
     async fn renew_operation(
-        &self, key: &OperationKey, attempt: i32, lease: Duration, progress: &Progress,
+        &self, key: &OperationKey, attempt: Attempt, lease: Duration, progress: &Progress,
     ) -> StoreResult<bool> {
         self.within(async {
             let mut args = key_args(key);
@@ -657,7 +657,7 @@ impl Store for SqlStore {
                 Arg::millis(lease),
                 Arg::Bool(progress.triggered),
                 Arg::opt_str(progress.error.as_deref()),
-                Arg::Int(i64::from(attempt)),
+                Arg::Int(i64::from(attempt.0)),
                 Arg::opt_text(progress.flink_trigger_id),
             ]);
             Ok(self.db.execute(sql::OPERATIONS_RENEW, &args).await? == 1)
@@ -730,7 +730,7 @@ impl Store for SqlStore {
                     Arg::OptInt(s.interval.map(millis)),
                     Arg::str(s.kind.as_str()),
                     Arg::opt_str(s.target_directory.as_deref()),
-                    Arg::str(&s.format_type),
+                    Arg::str(s.format_type.as_str()),
                 ]);
                 sql::SCHEDULES_PUT
             }
@@ -958,17 +958,17 @@ impl Store for SqlStore {
 
     async fn add_state_handle(
         &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey, handle: &[u8],
-    ) -> StoreResult<i64> {
+    ) -> StoreResult<HandleVersion> {
         let args = handle_args(cluster, fence, key, [Arg::Bytes(handle)]);
         let added = self.fenced::<Version>(sql::HA_STATE_HANDLE_ADD, &args);
         self.within(async { Ok(added.await?.version) }).await
     }
 
     async fn replace_state_handle(
-        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey, expected_version: i64,
-        handle: &[u8],
-    ) -> StoreResult<i64> {
-        let tail = [Arg::Int(expected_version), Arg::Bytes(handle)];
+        &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey,
+        expected_version: HandleVersion, handle: &[u8],
+    ) -> StoreResult<HandleVersion> {
+        let tail = [Arg::Int(expected_version.0), Arg::Bytes(handle)];
         let args = handle_args(cluster, fence, key, tail);
         self.within(async {
             let replaced: Option<Version> = self
@@ -994,7 +994,7 @@ impl Store for SqlStore {
 
     async fn mark_state_handle_for_deletion(
         &self, cluster: &ClusterId, fence: Fence, key: &StateHandleKey,
-    ) -> StoreResult<i64> {
+    ) -> StoreResult<HandleVersion> {
         let args = handle_args(cluster, fence, key, []);
         self.within(async {
             let marked: Option<Version> = self

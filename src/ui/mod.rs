@@ -21,7 +21,9 @@ use crate::http::auth::{Scope, Viewer};
 use crate::ids::{ClusterId, JobId};
 use crate::result_file::{ResultId, ResultKind};
 use crate::store::console::ConsoleStore;
-use crate::store::{FindOperation, OperationStatus, ResultState, Setting, SettingKind, StoreError};
+use crate::store::{
+    Epoch, FindOperation, OperationStatus, ResultState, Setting, SettingKind, StoreError,
+};
 
 pub mod session;
 pub mod view;
@@ -349,7 +351,7 @@ struct ClusterRow {
 
 struct LeaderSummary {
     holder: String,
-    epoch: i64,
+    epoch: Epoch,
     expires_in: String,
 }
 
@@ -538,7 +540,7 @@ impl ResultRow {
 
 struct LeaseRow {
     holder: String,
-    epoch: i64,
+    epoch: Epoch,
     acquired: When,
     expires: When,
     live: bool,
@@ -548,7 +550,7 @@ struct LeaderRow {
     component: String,
     address: String,
     session_id: String,
-    epoch: i64,
+    epoch: Epoch,
     updated: When,
 }
 

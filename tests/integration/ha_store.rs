@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use common::{Backend, TestStore, at_once, random_hex};
 use jobstore::ids::{ClusterId, JobId};
-use jobstore::store::{Fence, HaKind, HandlePage, Lease, StateHandleKey, Store, StoreError};
+use jobstore::store::{
+    Fence, HaKind, HandlePage, HandleVersion, Lease, StateHandleKey, Store, StoreError,
+};
 
 /// A page that holds every handle of a listing (the tests here hold few).
 fn whole_page() -> HandlePage {
@@ -278,7 +280,7 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     );
     assert_fenced(
         "replace",
-        s.replace_state_handle(&c, stale, &checkpoint(j, "1"), 1, b"stale")
+        s.replace_state_handle(&c, stale, &checkpoint(j, "1"), HandleVersion(1), b"stale")
             .await,
     );
     assert_fenced(
@@ -341,9 +343,15 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
         (new.epoch, "pekko://b/dispatcher")
     );
     assert_eq!(
-        s.replace_state_handle(&c, new.fence(), &checkpoint(j, "1"), 1, b"cp-1b")
-            .await
-            .unwrap(),
+        s.replace_state_handle(
+            &c,
+            new.fence(),
+            &checkpoint(j, "1"),
+            HandleVersion(1),
+            b"cp-1b"
+        )
+        .await
+        .unwrap(),
         2
     );
     assert_eq!(
@@ -415,22 +423,35 @@ backend_tests!(
             Err(StoreError::Conflict) => {}
             other => panic!("a second add of one key: {other:?}"),
         }
-        match s.replace_state_handle(&c, e, &key, 2, b"wrong").await {
-            Err(StoreError::VersionMismatch { current: 1 }) => {}
+        match s
+            .replace_state_handle(&c, e, &key, HandleVersion(2), b"wrong")
+            .await
+        {
+            Err(StoreError::VersionMismatch {
+                current: HandleVersion(1),
+            }) => {}
             other => panic!("replace with a wrong version: {other:?}"),
         }
         let h = s.get_state_handle(&c, &key).await.unwrap().unwrap();
-        assert_eq!((h.version, h.handle.as_slice()), (1, &b"v1"[..]));
         assert_eq!(
-            s.replace_state_handle(&c, e, &key, 1, b"v2").await.unwrap(),
+            (h.version, h.handle.as_slice()),
+            (HandleVersion(1), &b"v1"[..])
+        );
+        assert_eq!(
+            s.replace_state_handle(&c, e, &key, HandleVersion(1), b"v2")
+                .await
+                .unwrap(),
             2
         );
         let h = s.get_state_handle(&c, &key).await.unwrap().unwrap();
-        assert_eq!((h.version, h.handle.as_slice()), (2, &b"v2"[..]));
+        assert_eq!(
+            (h.version, h.handle.as_slice()),
+            (HandleVersion(2), &b"v2"[..])
+        );
         assert_eq!(h.job_id, Some(j));
         assert!(!h.marked_for_deletion);
         match s
-            .replace_state_handle(&c, e, &checkpoint(j, "missing"), 1, b"x")
+            .replace_state_handle(&c, e, &checkpoint(j, "missing"), HandleVersion(1), b"x")
             .await
         {
             Err(StoreError::NotFound) => {}

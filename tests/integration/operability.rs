@@ -205,7 +205,7 @@ async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore)
         ts.store
             .create_operation(&NewOperation {
                 target_directory: Some("file:///tmp/sp".into()),
-                format_type: "CANONICAL".into(),
+                format_type: jobstore::store::FormatType::Canonical,
                 ..NewOperation::new(key, OperationKind::Savepoint)
             })
             .await

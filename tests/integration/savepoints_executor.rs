@@ -16,8 +16,8 @@ use jobstore::flink::FlinkClient;
 use jobstore::http::HttpConfig;
 use jobstore::ids::FlinkRestUrl;
 use jobstore::store::{
-    Claimed, ClusterConfig, ConfiguredBy, NewOperation, OperationKind, OperationStatus, Outcome,
-    Progress, StoreError,
+    Attempt, Claimed, ClusterConfig, ConfiguredBy, NewOperation, OperationKind, OperationStatus,
+    Outcome, Progress, StoreError,
 };
 use serde_json::{Value, json};
 
@@ -548,7 +548,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     let (_, created) = store
         .create_operation(&NewOperation {
             target_directory: Some(DIR.into()),
-            format_type: "CANONICAL".into(),
+            format_type: jobstore::store::FormatType::Canonical,
             ..NewOperation::new(k.clone(), OperationKind::Savepoint)
         })
         .await
@@ -573,7 +573,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     let progress = Progress::default();
     assert!(
         store
-            .renew_operation(&k, 1, lease, &progress)
+            .renew_operation(&k, Attempt(1), lease, &progress)
             .await
             .unwrap()
     );
@@ -589,12 +589,16 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     // holder-a (attempt 1) is fenced off.
     assert!(
         !store
-            .renew_operation(&k, 1, lease, &progress)
+            .renew_operation(&k, Attempt(1), lease, &progress)
             .await
             .unwrap()
     );
     let stale = store
-        .complete_operation(&k, &Outcome::Location("file:/stale".into()), Some(1))
+        .complete_operation(
+            &k,
+            &Outcome::Location("file:/stale".into()),
+            Some(Attempt(1)),
+        )
         .await;
     assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
     let op = store.get_operation(&k).await.unwrap().unwrap();
@@ -640,12 +644,12 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     // holder-b (attempt 2) renews and completes.
     assert!(
         store
-            .renew_operation(&k, 2, lease, &progress)
+            .renew_operation(&k, Attempt(2), lease, &progress)
             .await
             .unwrap()
     );
     let done = store
-        .complete_operation(&k, &Outcome::Location("file:/b".into()), Some(2))
+        .complete_operation(&k, &Outcome::Location("file:/b".into()), Some(Attempt(2)))
         .await
         .unwrap();
     assert_eq!(done.status, OperationStatus::Completed);
@@ -655,12 +659,16 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     // the same result again is answered (idempotent).
     assert!(
         !store
-            .renew_operation(&k, 2, lease, &progress)
+            .renew_operation(&k, Attempt(2), lease, &progress)
             .await
             .unwrap()
     );
     let again = store
-        .complete_operation(&k, &Outcome::FailureCause(json!({"class": "x"})), Some(1))
+        .complete_operation(
+            &k,
+            &Outcome::FailureCause(json!({"class": "x"})),
+            Some(Attempt(1)),
+        )
         .await;
     assert!(matches!(again, Err(StoreError::Conflict)), "{again:?}");
     let same = store
@@ -765,7 +773,10 @@ backend_tests!(
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
         let op = ts.operation(CLUSTER, &job, &id).await;
-        assert_eq!((op.status, op.attempt), (OperationStatus::InProgress, 0));
+        assert_eq!(
+            (op.status, op.attempt),
+            (OperationStatus::InProgress, Attempt(0))
+        );
         assert!(fake.seen().is_empty());
         put_cluster(&service.http, CLUSTER, Some(&fake.url()), Some(DIR)).await;
         let op = wait_completed(&service.http, &pre(), &job, &id, WITHIN).await;

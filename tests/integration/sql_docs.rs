@@ -106,7 +106,7 @@ async fn seed(ts: &TestStore) {
         };
         let new = NewOperation {
             target_directory: Some("file:///var/flink/sp".into()),
-            format_type: "CANONICAL".into(),
+            format_type: jobstore::store::FormatType::Canonical,
             ..NewOperation::new(key.clone(), OperationKind::Savepoint)
         };
         store.create_operation(&new).await.unwrap();
@@ -154,7 +154,7 @@ async fn seed(ts: &TestStore) {
             interval: Some(std::time::Duration::from_secs(3600)),
             kind: OperationKind::Savepoint,
             target_directory: None,
-            format_type: "CANONICAL".into(),
+            format_type: jobstore::store::FormatType::Canonical,
             next_due_at: None,
             last_triggered_at: None,
         }))

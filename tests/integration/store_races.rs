@@ -31,7 +31,7 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
     ts.store
         .create_operation(&NewOperation {
             target_directory: Some("file:///tmp/sp".into()),
-            format_type: "CANONICAL".into(),
+            format_type: jobstore::store::FormatType::Canonical,
             ..NewOperation::new(key.clone(), OperationKind::Savepoint)
         })
         .await
