@@ -125,6 +125,11 @@ pub struct ServeArgs {
     /// (`/readyz`'s `database`, the `jobstore_db_*` metrics); also checked at start.
     #[arg(long, env = "JOBSTORE_REPLICATION_CHECK_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
     pub replication_check_interval: Duration,
+    /// Most completed savepoint operations kept in memory for status polls, per process
+    /// (least recently used go first; 0: every poll reads the database). Kept coherent
+    /// across replicas by PostgreSQL LISTEN/NOTIFY.
+    #[arg(long, env = "JOBSTORE_OPERATION_CACHE_SIZE", default_value_t = store::DEFAULT_OPERATION_CACHE_SIZE as u32, value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
+    pub operation_cache_size: u32,
     /// Refuse HA writes (non-GET requests under /v1/clusters/{cluster}/ha) with 503 while no
     /// synchronous standby confirms commits; reads go on. PostgreSQL only.
     #[arg(long, env = "JOBSTORE_REQUIRE_SYNCHRONOUS_REPLICATION")]
@@ -155,7 +160,10 @@ const STORE_CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Before the store: a malformed tokens line stops the start without touching anything.
     let tokens = load_tokens(args.tokens_file.as_deref())?;
-    let store_config = args.db.store_config(true);
+    let store_config = store::StoreConfig {
+        operation_cache: args.operation_cache_size as usize,
+        ..args.db.store_config(true)
+    };
     tracing::info!(database = %store::redact_url(&store_config.url), "opening the store");
     let (store, database) = store::open_watched(&store_config).await?;
     if args.require_synchronous_replication && !database.is_postgres() {

@@ -51,6 +51,9 @@ impl DatabaseArgs {
                 max_bytes: self.group_commit_max_bytes,
                 queue: self.group_commit_queue as usize,
             },
+            // `serve` sets its own (`--operation-cache-size`); the one-shot commands read
+            // every operation from the database.
+            operation_cache: 0,
         }
     }
 }

@@ -22,6 +22,7 @@ mod error;
 mod group_commit;
 pub mod migrate;
 mod model;
+mod operation_cache;
 mod pg_url;
 mod postgres;
 pub mod replication;
@@ -32,6 +33,7 @@ mod sqlite;
 pub use error::{StoreError, StoreResult};
 pub use group_commit::GroupCommitConfig;
 pub use model::*;
+pub use operation_cache::{DEFAULT_OPERATION_CACHE_SIZE, MAX_ENTRY_TEXT};
 pub use replication::{DatabaseStatus, DatabaseWatch, Replication};
 pub use sql_store::SqlStore;
 
@@ -48,7 +50,7 @@ pub trait Store: Send + Sync + 'static {
     /// Connections the pools hold, and how many of them are idle.
     fn pool_connections(&self) -> (u32, usize);
 
-    /// The store's own metrics (the group commit's), for `/metrics`.
+    /// The store's own metrics (the group commit's, the operation cache's), for `/metrics`.
     fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
         Vec::new()
     }
@@ -334,6 +336,9 @@ pub struct StoreConfig {
     pub migrate: bool,
     /// How result creates and mark-cleans are grouped into transactions.
     pub group_commit: GroupCommitConfig,
+    /// Most completed savepoint operations kept in memory for status polls (0: none; see
+    /// `operation_cache`).
+    pub operation_cache: usize,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -344,6 +349,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("acquire_timeout", &self.acquire_timeout)
             .field("migrate", &self.migrate)
             .field("group_commit", &self.group_commit)
+            .field("operation_cache", &self.operation_cache)
             .finish()
     }
 }
@@ -414,6 +420,7 @@ pub async fn open_watched(config: &StoreConfig) -> anyhow::Result<(Arc<dyn Store
             db,
             config.acquire_timeout,
             config.group_commit,
+            config.operation_cache,
         )),
         watch,
     ))

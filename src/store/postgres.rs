@@ -26,6 +26,8 @@ use sqlx::{ConnectOptions, Connection, Postgres};
 use tokio::sync::{Notify, watch};
 
 use super::db::Db;
+use super::model::OperationKey;
+use super::operation_cache::OperationCache;
 use super::pg_url::{self, PgTarget};
 use super::{StoreConfig, migrate};
 
@@ -215,10 +217,12 @@ impl Link {
         match probe {
             Probe::Found(i, conn) => {
                 if before != LinkState::Up(i) {
-                    if let Some(pools) = self.pools.get() {
-                        for pool in pools {
-                            pool.set_connect_options(self.target.hosts[i].1.clone());
-                        }
+                    if let Some([pool, listen_pool]) = self.pools.get() {
+                        let options = self.target.hosts[i].1.clone();
+                        listen_pool.set_connect_options(
+                            options.clone().application_name(&listen_application_name()),
+                        );
+                        pool.set_connect_options(options);
                     }
                     self.reset_connections();
                     tracing::info!(
@@ -514,7 +518,7 @@ pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
         .max_lifetime(None)
         .idle_timeout(None)
         .acquire_timeout(config.acquire_timeout)
-        .connect_lazy_with(options);
+        .connect_lazy_with(options.application_name(&listen_application_name()));
     let _ = link.pools.set([pool.clone(), listen_pool.clone()]);
     tokio::spawn(link.clone().monitor());
     Ok(Db::Postgres(PgDb {
@@ -527,43 +531,136 @@ pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
 /// The channel the `ha_leader_info` trigger (migration V6) notifies.
 const LEADER_INFO_CHANNEL: &str = "jobstore_ha_leader_info";
 
-/// After a lost LISTEN connection, the next try comes this much later.
+/// The channel the `savepoint_operations` trigger (migration V12) notifies: a completed
+/// operation changed or went (payload `JOB REQUEST CLUSTER`, or `*` for every one).
+const OPERATIONS_CHANNEL: &str = "jobstore_operations";
+
+/// After a failed LISTEN, the next try comes this much later.
 const LISTEN_RETRY: Duration = Duration::from_millis(250);
 
-/// LISTENs for changes of leader information made by any writer and bumps `changes` at
-/// each (and after every reconnection, since notifications sent meanwhile are lost), until
-/// the pools close. Its connection is its own (outside the request pool, on the server the
-/// link selected), so that it never holds a request's connection.
-pub(crate) fn listen_leader_info(pg: PgDb, changes: Arc<watch::Sender<u64>>) {
-    let bump = move || changes.send_modify(|n| *n = n.wrapping_add(1));
+/// The application name of the LISTEN's connection: `jobstore-listen-PID`, so that an
+/// operator (or a test) tells it from the request pool's in `pg_stat_activity`.
+pub(crate) fn listen_application_name() -> String {
+    format!("jobstore-listen-{}", std::process::id())
+}
+
+/// What the LISTEN task keeps up to date.
+pub(crate) struct Listening {
+    /// Bumped at each change of leader information (and after every reconnection, since
+    /// notifications sent meanwhile are lost).
+    pub(crate) leader_changes: Arc<watch::Sender<u64>>,
+    /// Told of every changed completed operation; emptied and not live while the LISTEN is
+    /// down. `None`: the cache is off, its channel not listened to.
+    pub(crate) cache: Option<Arc<OperationCache>>,
+}
+
+impl Listening {
+    fn up(&self) {
+        if let Some(cache) = &self.cache {
+            cache.set_live(true);
+        }
+        self.leader_changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn down(&self) {
+        if let Some(cache) = &self.cache {
+            cache.set_live(false);
+        }
+    }
+
+    fn heard(&self, channel: &str, payload: &str) {
+        match (channel, &self.cache) {
+            (OPERATIONS_CHANNEL, Some(cache)) => match operation_key(payload) {
+                Some(key) => cache.invalidate(&key),
+                None => cache.invalidate_all(),
+            },
+            (OPERATIONS_CHANNEL, None) => {}
+            _ => self.leader_changes.send_modify(|n| *n = n.wrapping_add(1)),
+        }
+    }
+}
+
+/// The operation a notification of [`OPERATIONS_CHANNEL`] names (`None`: every one, `*` or
+/// a payload this version does not read).
+fn operation_key(payload: &str) -> Option<OperationKey> {
+    let mut parts = payload.splitn(3, ' ');
+    let (job, request, cluster) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(OperationKey {
+        cluster: cluster.parse().ok()?,
+        job: job.parse().ok()?,
+        request: request.parse().ok()?,
+    })
+}
+
+/// LISTENs for changes made by any writer (leader information, and completed operations
+/// while the cache is on) until the pools close. Its connection is its own (outside the
+/// request pool, on the server the link selected), so that it never holds a request's
+/// connection; it is made again when lost, and when the link selects another server (a
+/// connection left on the old one would hear nothing of the new one's writes). While it is
+/// down the cache is off and empty.
+pub(crate) fn listen(pg: PgDb, listening: Listening) {
     let pool = pg.listen_pool.clone();
+    let mut channels = vec![LEADER_INFO_CHANNEL];
+    if listening.cache.is_some() {
+        channels.push(OPERATIONS_CHANNEL);
+    }
+    let mut link = pg.link.state.subscribe();
     tokio::spawn(async move {
         while !pool.is_closed() {
+            link.borrow_and_update();
             match PgListener::connect_with(&pool).await {
-                Ok(mut listener) => match listener.listen(LEADER_INFO_CHANNEL).await {
-                    Ok(()) => loop {
-                        bump();
-                        match listener.try_recv().await {
-                            // A notification, or the connection was lost (`None`: the next
-                            // call reconnects).
-                            Ok(_) => continue,
-                            Err(_) if pool.is_closed() => return,
-                            Err(e) => {
-                                pg.link.saw(&e);
-                                tracing::warn!(error = %e, "LISTEN for leader information changes failed");
-                                break;
+                Ok(mut listener) => {
+                    // A lost connection is answered at once (`Ok(None)`) and made again
+                    // here, so that the cache is off exactly until the LISTEN is back.
+                    listener.eager_reconnect(false);
+                    match listener.listen_all(channels.iter().copied()).await {
+                        Ok(()) => {
+                            listening.up();
+                            let lost = loop {
+                                tokio::select! {
+                                    got = listener.try_recv() => match got {
+                                        Ok(Some(n)) => listening.heard(n.channel(), n.payload()),
+                                        Ok(None) => break None,
+                                        Err(_) if pool.is_closed() => break None,
+                                        Err(e) => break Some(e),
+                                    },
+                                    changed = link.changed() => {
+                                        if changed.is_err() {
+                                            break None;
+                                        }
+                                        tracing::info!("the PostgreSQL server changed: LISTEN again");
+                                        break None;
+                                    }
+                                }
+                            };
+                            listening.down();
+                            drop(listener);
+                            if pool.is_closed() {
+                                return;
+                            }
+                            match lost {
+                                None => {
+                                    tracing::warn!("LISTEN connection lost: connecting again");
+                                    continue;
+                                }
+                                Some(e) => {
+                                    pg.link.saw(&e);
+                                    tracing::warn!(error = %e, "LISTEN for changes failed");
+                                }
                             }
                         }
-                    },
-                    Err(e) => {
-                        pg.link.saw(&e);
-                        tracing::warn!(error = %e, "LISTEN for leader information changes failed")
+                        Err(e) => {
+                            listening.down();
+                            pg.link.saw(&e);
+                            tracing::warn!(error = %e, "LISTEN for changes failed")
+                        }
                     }
-                },
+                }
                 Err(_) if pool.is_closed() => return,
                 Err(e) => {
+                    listening.down();
                     pg.link.saw(&e);
-                    tracing::warn!(error = %e, "LISTEN for leader information changes: no connection")
+                    tracing::warn!(error = %e, "LISTEN for changes: no connection")
                 }
             }
             tokio::time::sleep(LISTEN_RETRY).await;

@@ -21,6 +21,7 @@ use super::db::{Arg, Db, Decoded, Side};
 use super::group_commit::{GroupCommit, GroupCommitConfig};
 use super::migrate;
 use super::model::*;
+use super::operation_cache::{Lookup, OperationCache};
 use super::sql::{self, Sql};
 use super::{Store, StoreError, StoreResult};
 use crate::ids::{ApplicationId, ClusterId, JobId};
@@ -39,16 +40,44 @@ pub struct SqlStore {
     listening: Once,
     /// Result creates and mark-cleans, grouped into shared transactions.
     group: GroupCommit,
+    /// Completed operations for status polls (`operation_cache`).
+    cache: Arc<OperationCache>,
 }
 
 impl SqlStore {
-    pub(crate) fn new(db: Db, timeout: Duration, group_commit: GroupCommitConfig) -> Self {
-        SqlStore {
+    pub(crate) fn new(
+        db: Db, timeout: Duration, group_commit: GroupCommitConfig, operation_cache: usize,
+    ) -> Self {
+        // SQLite: this process makes every write, and forgets what it changes itself.
+        // PostgreSQL: the cache fills once the LISTEN for other writers' changes is up.
+        let sqlite = matches!(db, Db::Sqlite { .. });
+        let store = SqlStore {
             group: GroupCommit::start(db.clone(), timeout, group_commit),
             db,
             timeout,
             leader_changes: Arc::new(watch::Sender::new(0)),
             listening: Once::new(),
+            cache: Arc::new(OperationCache::new(operation_cache, sqlite)),
+        };
+        if store.cache.enabled() {
+            store.start_listening();
+        }
+        store
+    }
+
+    /// PostgreSQL: starts the LISTEN task (once), for the long polls of leader information
+    /// and for the cache.
+    fn start_listening(&self) {
+        if let Db::Postgres(pool) = &self.db {
+            self.listening.call_once(|| {
+                super::postgres::listen(
+                    pool.clone(),
+                    super::postgres::Listening {
+                        leader_changes: self.leader_changes.clone(),
+                        cache: self.cache.enabled().then(|| self.cache.clone()),
+                    },
+                )
+            });
         }
     }
 
@@ -375,7 +404,9 @@ impl Store for SqlStore {
     }
 
     fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
-        self.group.metrics.collectors()
+        let mut collectors = self.group.metrics.collectors();
+        collectors.extend(self.cache.metrics.collectors());
+        collectors
     }
 
     async fn close(&self) {
@@ -544,13 +575,22 @@ impl Store for SqlStore {
     }
 
     async fn get_operation(&self, key: &OperationKey) -> StoreResult<Option<Operation>> {
-        self.within(async {
-            Ok(self
-                .db
-                .optional(Side::Read, sql::OPERATIONS_GET, &key_args(key))
-                .await?)
-        })
-        .await
+        let ticket = match self.cache.lookup(key) {
+            Lookup::Hit(op) => return Ok(Some(Operation::clone(&op))),
+            Lookup::Miss(ticket) => ticket,
+        };
+        let op: Option<Operation> = self
+            .within(async {
+                Ok(self
+                    .db
+                    .optional(Side::Read, sql::OPERATIONS_GET, &key_args(key))
+                    .await?)
+            })
+            .await?;
+        if let (Some(ticket), Some(op)) = (ticket, &op) {
+            self.cache.fill(ticket, op);
+        }
+        Ok(op)
     }
 
     async fn list_operations(
@@ -578,6 +618,9 @@ impl Store for SqlStore {
     async fn complete_operation(
         &self, key: &OperationKey, outcome: &Outcome, fence: Option<Attempt>,
     ) -> StoreResult<Operation> {
+        // Only an open operation completes, and the cache holds none; forgotten anyway, in
+        // case a row was put back in progress by hand.
+        let _completed = self.cache.invalidate_after(Some(key));
         self.within(async {
             let (location, cause, checkpoint) = match outcome {
                 Outcome::Location(l) => (Some(l.as_str()), None, None),
@@ -603,10 +646,15 @@ impl Store for SqlStore {
             if let Some(op) = completed {
                 // A savepoint disposed of is marked so on its own operation, at once.
                 if let (Outcome::Disposed, Some(path)) = (outcome, &op.savepoint_path) {
-                    let marked = [Arg::str(key.cluster.as_str()), Arg::str(path)];
+                    // The cache may hold the marked operations (found by their location:
+                    // all of them go).
+                    let _marked = self.cache.invalidate_after(None);
+                    let args = [Arg::str(key.cluster.as_str()), Arg::str(path)];
                     tx.on()
-                        .execute(sql::OPERATIONS_MARK_DISPOSED, &marked)
+                        .execute(sql::OPERATIONS_MARK_DISPOSED, &args)
                         .await?;
+                    tx.commit().await?;
+                    return Ok(op);
                 }
                 tx.commit().await?;
                 return Ok(op);
@@ -678,7 +726,13 @@ impl Store for SqlStore {
             let args = [Arg::millis(retention)];
             // The jobs Flink's overview last showed longer ago go with them.
             self.db.execute(sql::FLINK_JOBS_PURGE, &args).await?;
-            Ok(self.db.execute(sql::OPERATIONS_PURGE, &args).await?)
+            // The purged operations are not named one by one: all go from the cache.
+            let mut purging = self.cache.invalidate_after(None);
+            let purged = self.db.execute(sql::OPERATIONS_PURGE, &args).await?;
+            if purged == 0 {
+                purging.disarm();
+            }
+            Ok(purged)
         })
         .await
     }
@@ -935,11 +989,7 @@ impl Store for SqlStore {
     }
 
     fn leader_info_changes(&self) -> watch::Receiver<u64> {
-        if let Db::Postgres(pool) = &self.db {
-            self.listening.call_once(|| {
-                super::postgres::listen_leader_info(pool.clone(), self.leader_changes.clone())
-            });
-        }
+        self.start_listening();
         self.leader_changes.subscribe()
     }
 

@@ -16,6 +16,7 @@ mod http_results;
 mod isolation;
 mod openapi;
 mod operability;
+mod operation_cache;
 mod processes;
 mod readme;
 mod reliability;

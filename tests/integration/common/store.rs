@@ -27,6 +27,7 @@ pub fn store_config(url: &str) -> StoreConfig {
         acquire_timeout: Duration::from_secs(10),
         migrate: true,
         group_commit: Default::default(),
+        operation_cache: jobstore::store::DEFAULT_OPERATION_CACHE_SIZE,
     }
 }
 
