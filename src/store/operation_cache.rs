@@ -300,7 +300,7 @@ fn json_fits(v: &Value, left: &mut usize) -> bool {
 mod tests {
     use super::*;
     use crate::ids::{JobId, TriggerId};
-    use crate::store::model::{OperationKind, Trigger};
+    use crate::store::model::{Attempt, FormatType, OperationKind, Trigger};
     use chrono::Utc;
 
     fn op(n: u32, status: OperationStatus) -> Operation {
@@ -311,13 +311,13 @@ mod tests {
             kind: OperationKind::Savepoint,
             status,
             target_directory: Some("/savepoints".into()),
-            format_type: "CANONICAL".into(),
+            format_type: FormatType::Canonical,
             location: (status == OperationStatus::Completed)
                 .then(|| format!("/savepoints/savepoint-{n:06x}")),
             failure_cause: None,
             created_at: Utc::now(),
             completed_at: (status == OperationStatus::Completed).then(Utc::now),
-            attempt: 1,
+            attempt: Attempt(1),
             lease_owner: None,
             triggered_at: None,
             last_error: None,
