@@ -84,7 +84,58 @@ async fn script_output(name: &str, flink_home: Option<&Path>) -> anyhow::Result<
         .with_context(|| format!("{} printed nothing", script.display()))
 }
 
-/// `java` or `javac` of `JAVA_HOME`, else of the `PATH`.
+/// Compiles the probe job (`scripts/flink/probe-job`, as the real-Flink suites build it)
+/// against the installation's `lib/*` into `dir`; answers the jar's path.
+async fn build_probe_job(home: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
+    fn java_sources(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                java_sources(&path, out)?;
+            } else if path.extension().is_some_and(|e| e == "java") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let src = checkout().join("scripts/flink/probe-job");
+    let mut sources = Vec::new();
+    java_sources(&src, &mut sources).with_context(|| format!("reading {}", src.display()))?;
+    sources.sort();
+    let classes = dir.join("classes");
+    std::fs::create_dir_all(&classes)?;
+    let jar = dir.join("probe-job.jar");
+    let mut javac = tokio::process::Command::new(jdk_tool("javac"));
+    javac
+        .args(["--release", "11", "-nowarn", "-encoding", "UTF-8", "-cp"])
+        .arg(format!("{}/lib/*", home.display()))
+        .arg("-d")
+        .arg(&classes)
+        .args(&sources);
+    let mut jar_cmd = tokio::process::Command::new(jdk_tool("jar"));
+    jar_cmd
+        .args(["--create", "--file"])
+        .arg(&jar)
+        .args(["--main-class", "jobstore.probe.ProbeJob", "-C"])
+        .arg(&classes)
+        .arg(".");
+    for (what, mut cmd) in [("javac", javac), ("jar", jar_cmd)] {
+        let out = tokio::time::timeout(Duration::from_secs(600), cmd.output())
+            .await
+            .with_context(|| format!("{what} of the probe job took more than 10 minutes"))?
+            .with_context(|| format!("running {what}"))?;
+        if !out.status.success() {
+            bail!(
+                "{what} of the probe job failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    Ok(jar)
+}
+
+/// `java`, `javac` or `jar` of `JAVA_HOME`, else of the `PATH`.
 fn jdk_tool(name: &str) -> PathBuf {
     std::env::var_os("JAVA_HOME")
         .map(|h| PathBuf::from(h).join("bin").join(name))
@@ -262,7 +313,7 @@ impl FlinkCluster {
     /// Submits the probe job (scripts/flink/probe-job: an unbounded, rate-limited source
     /// into a stateful map) and waits until every task of it runs; answers its id.
     pub async fn run_probe_job(&mut self, home: &Path) -> anyhow::Result<Id> {
-        let jar = PathBuf::from(script_output("build-probe-job.sh", Some(home)).await?);
+        let jar = build_probe_job(home, &self.dir.join("probe-job")).await?;
         let bytes = std::fs::read(&jar).with_context(|| format!("reading {}", jar.display()))?;
         let boundary = format!("jobstore-bench-{:016x}", Rng::seed());
         let mut body = format!(
