@@ -47,6 +47,10 @@ Env:   JOBSTORE_BIN          jobstore binary (default: $CARGO_TARGET_DIR or targ
        KEEP_SCRATCH=1        keep the scratch folder (logs, savepoints); its path is logged
        BENCH_OUT=FILE        plugin-zookeeper and plugin-jobstore write their failover figures
                              there, as JSON under the suite's name
+       PLUGIN_JOBSTORE_STEPS=7  plugin-jobstore runs its step 7 alone (the failover at a 6 s
+                             lease against ZooKeeper's 6 s session, and the release)
+       NO_LATER_GATE=1       plugin-jobstore fails when jobstore's standby is later than
+                             ZooKeeper's (else the comparison is printed as a measured figure)
 Needs: java, javac and jar (17), psql, python3; apt-get for ZooKeeper when it is missing.
 Prints "ok - SUITE: ..." / "not ok - SUITE: ..." per check, "# SUITE: N passed, M failed in S s"
 per suite, and last "N passed, M failed"; exits 0 only when every check passed.
