@@ -475,10 +475,13 @@ async fn a_disposal_mark_on_a_is_seen_on_b() {
         op.disposed_at.is_some()
     })
     .await;
+    // The read that saw the mark came from the database (a read between A's write and
+    // the notification's arrival may still be a hit: the cache is as fresh as the
+    // notification, which arrives within milliseconds, not before B's next read).
     let figures = store_figures(&b);
-    assert_eq!(
-        figures.hits, 2.0,
-        "B read it again from the database: {figures:?}"
+    assert!(
+        figures.misses > cached.misses,
+        "B read it again from the database: {cached:?} -> {figures:?}"
     );
     a.close().await;
     b.close().await;
