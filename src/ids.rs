@@ -146,6 +146,13 @@ macro_rules! hex_id {
             }
         }
 
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
         sql_text!($name);
         text_eq!($name);
     };
@@ -310,6 +317,39 @@ text_eq!(FlinkRestUrl);
 sql_text!(FlinkRestUrl, |text: &str| Ok::<_, String>(
     FlinkRestUrl::from_stored(text.to_owned())
 ));
+
+/// The OpenAPI schema of an identifier type, named `name` (every field and path parameter of
+/// that type refers to it).
+macro_rules! id_schema {
+    ($t:ty, $name:literal, $pattern:literal, $description:expr) => {
+        impl utoipa::PartialSchema for $t {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .pattern(Some($pattern))
+                    .description($description)
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $t {
+            fn name() -> std::borrow::Cow<'static, str> {
+                $name.into()
+            }
+        }
+    };
+}
+
+const HEX_ID: Option<&str> = Some("16 bytes as 32 hex characters, as Flink prints them");
+id_schema!(JobId, "HexId", "^[0-9a-fA-F]{32}$", HEX_ID);
+id_schema!(ApplicationId, "HexId", "^[0-9a-fA-F]{32}$", HEX_ID);
+id_schema!(TriggerId, "HexId", "^[0-9a-fA-F]{32}$", HEX_ID);
+id_schema!(
+    ClusterId,
+    "ClusterId",
+    "^[A-Za-z0-9._-]{1,128}$",
+    None::<&str>
+);
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,8 @@ use prometheus::{
 use crate::store::DatabaseStatus;
 
 /// What the savepoint executor of this process is doing (`/readyz`, `/metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum ExecutorState {
     /// No executor in this process (`--no-executor`), or not started yet.
     Off = 0,

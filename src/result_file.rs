@@ -59,6 +59,106 @@ impl serde::Serialize for ResultId {
     }
 }
 
+/// The OpenAPI schemas of Flink's result-store files, as [`parse_envelope`] accepts them: every
+/// field below is checked, any other field is kept as sent.
+#[allow(dead_code)] // read by the OpenAPI document only
+pub mod schema {
+    use serde::Deserialize;
+    use serde_json::{Map, Value};
+    use utoipa::ToSchema;
+
+    use crate::ids::{ApplicationId, JobId};
+
+    /// Flink's `SerializedThrowable` JSON; any object is accepted and kept as sent.
+    #[derive(Deserialize, ToSchema)]
+    #[serde(rename_all = "kebab-case")]
+    pub struct FailureCause {
+        /// the exception class (Flink writes a string)
+        class: Option<Value>,
+        /// the stack trace (Flink writes a string)
+        stack_trace: Option<Value>,
+        /// the serialized exception, base64 (Flink writes a string)
+        serialized_throwable: Option<Value>,
+        #[serde(flatten)]
+        other: Map<String, Value>,
+    }
+
+    /// Flink's `ApplicationStatus`.
+    #[derive(Deserialize, ToSchema, Default)]
+    #[serde(rename_all = "UPPERCASE")]
+    pub enum ApplicationStatus {
+        Succeeded,
+        Failed,
+        Canceled,
+        #[default]
+        Unknown,
+    }
+
+    /// Flink's JobResult JSON; unknown fields are kept.
+    #[derive(Deserialize, ToSchema)]
+    #[serde(rename_all = "kebab-case")]
+    pub struct JobResult {
+        id: JobId,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        #[schema(inline)]
+        application_status: ApplicationStatus,
+        #[serde(default)]
+        accumulator_results: std::collections::BTreeMap<String, String>,
+        #[serde(default)]
+        #[schema(minimum = 0)]
+        net_runtime: i64,
+        #[schema(required = false)]
+        failure_cause: FailureCause,
+        #[schema(required = false)]
+        application_id: ApplicationId,
+        #[serde(default)]
+        start_time: i64,
+        #[serde(default)]
+        end_time: i64,
+        #[serde(flatten)]
+        other: Map<String, Value>,
+    }
+
+    /// Flink 2.3's application result JSON; unknown fields are kept.
+    #[derive(Deserialize, ToSchema)]
+    #[serde(rename_all = "kebab-case")]
+    pub struct ApplicationResult {
+        application_id: ApplicationId,
+        #[serde(default)]
+        application_state: String,
+        #[serde(default)]
+        application_name: String,
+        #[serde(default)]
+        start_time: i64,
+        #[serde(default)]
+        end_time: i64,
+        #[serde(flatten)]
+        other: Map<String, Value>,
+    }
+
+    /// Flink's `JobResultStore` file: `{"result": {...}, "version": 1}`.
+    #[derive(Deserialize, ToSchema)]
+    pub struct JobResultFile {
+        result: JobResult,
+        /// the file version Flink writes
+        #[serde(default)]
+        #[schema(minimum = 1, maximum = 1)]
+        version: u8,
+    }
+
+    /// Flink 2.3's `ApplicationResultStore` file.
+    #[derive(Deserialize, ToSchema)]
+    pub struct ApplicationResultFile {
+        result: ApplicationResult,
+        /// the file version Flink writes
+        #[serde(default)]
+        #[schema(minimum = 1, maximum = 1)]
+        version: u8,
+    }
+}
+
 /// Values Flink's `ApplicationStatus` (a JobResult's `application-status`) can take.
 pub const APPLICATION_STATUSES: [&str; 4] = ["SUCCEEDED", "FAILED", "CANCELED", "UNKNOWN"];
 

@@ -167,9 +167,17 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// The contract's error body.
-pub fn error_body(message: &str) -> serde_json::Value {
-    serde_json::json!({ "errors": [message] })
+/// The contract's error body: `{"errors": ["<message>"]}`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody<'a> {
+    #[schema(value_type = Vec<String>, min_items = 1)]
+    pub errors: [&'a str; 1],
+}
+
+/// The contract's error body of a message.
+pub fn error_body(message: &str) -> ErrorBody<'_> {
+    ErrorBody { errors: [message] }
 }
 
 impl IntoResponse for ApiError {

@@ -4,9 +4,12 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use utoipa::IntoParams;
 
-use super::error::ApiError;
+use super::error::{ApiError, ApiResult};
+use crate::ids::ClusterId;
 
 /// A 400 answer: `what`, then the extractor's own text.
 fn bad(what: &str, text: String) -> ApiError {
@@ -27,6 +30,47 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
                 e.body_text(),
             )
         })
+    }
+}
+
+/// A route under `/v1/clusters/{cluster}`: the cluster as the request spelt it.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ClusterPath {
+    /// Flink's high-availability.cluster-id
+    #[param(value_type = ClusterId)]
+    pub cluster: String,
+}
+
+impl ClusterPath {
+    pub fn cluster(&self) -> ApiResult<ClusterId> {
+        super::parse_cluster(&self.cluster)
+    }
+}
+
+/// A route under `/v1/clusters/{cluster}` or `/v1/clusters/{cluster}/jobs/{jobid}`: the
+/// cluster and the job, as the request spelt them.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct JobScopePath {
+    /// Flink's high-availability.cluster-id
+    #[param(value_type = ClusterId)]
+    pub cluster: String,
+    /// Flink job id
+    #[param(value_type = crate::ids::JobId)]
+    pub jobid: Option<String>,
+}
+
+impl JobScopePath {
+    /// The cluster and, under `/jobs/{jobid}/`, the job.
+    pub fn scope(&self) -> ApiResult<(ClusterId, Option<crate::ids::JobId>)> {
+        let cluster = super::parse_cluster(&self.cluster)?;
+        let job = self
+            .jobid
+            .as_deref()
+            .map(|j| super::parse_hex("job id", j))
+            .transpose()?;
+        Ok((cluster, job))
     }
 }
 

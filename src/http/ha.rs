@@ -9,18 +9,20 @@
 
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use utoipa::{IntoParams, IntoResponses, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::error::{ApiError, ApiResult};
-use super::extract::{JsonValue, PathParams, QueryParams};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ClusterPath, JsonValue, PathParams, QueryParams};
 use super::results::parse_limit;
 use super::results::time;
 use super::{AppState, parse_cluster, parse_hex};
@@ -43,61 +45,41 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// (a safety net: writes of this process and, on PostgreSQL, of every writer wake it).
 const RECHECK: Duration = Duration::from_secs(5);
 
-pub fn router() -> Router<AppState> {
-    let base = "/v1/clusters/{cluster}/ha";
-    let state_handle = format!("{base}/state-handles/{{kind}}/{{name}}");
-    Router::new()
-        .route(base, delete(remove_cluster_data))
-        .route(&format!("{base}/lease/acquire"), post(acquire))
-        .route(&format!("{base}/lease/renew"), post(renew))
-        .route(&format!("{base}/lease/release"), post(release))
-        .route(&format!("{base}/lease"), get(get_lease))
-        .route(&format!("{base}/leader-info"), get(list_leader_info))
-        .route(
-            &format!("{base}/leader-info/{{component}}"),
-            get(get_leader_info)
-                .put(publish_leader_info)
-                .delete(delete_leader_info),
-        )
-        .route(&format!("{base}/state-handles/{{kind}}"), get(list_handles))
-        .route(
-            &state_handle,
-            get(get_handle)
-                .post(add_handle)
-                .put(replace_handle)
-                .delete(remove_handle),
-        )
-        .route(
-            &format!("{state_handle}/mark-for-deletion"),
-            post(mark_handle),
-        )
-        .route(
-            &format!("{base}/counters/{{jobid}}"),
-            get(get_counter).put(set_counter).delete(remove_counter),
-        )
-        .route(
-            &format!("{base}/counters/{{jobid}}/get-and-increment"),
-            post(increment_counter),
-        )
-        .route(&format!("{base}/jobs/{{jobid}}"), delete(remove_job))
-}
-
-/// `/v1/clusters/{cluster}/ha/...`: the cluster alone.
-#[derive(Deserialize)]
-struct ClusterPath {
-    cluster: String,
-}
-
-impl ClusterPath {
-    fn cluster(&self) -> ApiResult<ClusterId> {
-        parse_cluster(&self.cluster)
-    }
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(remove_cluster_data))
+        .routes(routes!(acquire))
+        .routes(routes!(renew))
+        .routes(routes!(release))
+        .routes(routes!(get_lease))
+        .routes(routes!(list_leader_info))
+        .routes(routes!(
+            get_leader_info,
+            publish_leader_info,
+            delete_leader_info
+        ))
+        .routes(routes!(list_handles))
+        .routes(routes!(
+            get_handle,
+            add_handle,
+            replace_handle,
+            remove_handle
+        ))
+        .routes(routes!(mark_handle))
+        .routes(routes!(get_counter, set_counter, remove_counter))
+        .routes(routes!(increment_counter))
+        .routes(routes!(remove_job))
 }
 
 /// `.../leader-info/{component}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
 struct ComponentPath {
+    /// Flink's high-availability.cluster-id
+    #[param(value_type = ClusterId)]
     cluster: String,
+    /// resourcemanager, dispatcher, restserver or a job id
+    #[param(min_length = 1, max_length = 256)]
     component: String,
 }
 
@@ -113,17 +95,29 @@ impl ComponentPath {
 }
 
 /// `.../state-handles/{kind}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
 struct KindPath {
+    /// Flink's high-availability.cluster-id
+    #[param(value_type = ClusterId)]
     cluster: String,
+    /// the state-handle store
+    #[param(inline, value_type = HaKind)]
     kind: String,
 }
 
 /// `.../state-handles/{kind}/{name}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
 struct HandlePath {
+    /// Flink's high-availability.cluster-id
+    #[param(value_type = ClusterId)]
     cluster: String,
+    /// the state-handle store
+    #[param(inline, value_type = HaKind)]
     kind: String,
+    /// Flink's key within the store (job id, application id, checkpoint id)
+    #[param(min_length = 1, max_length = 256)]
     name: String,
 }
 
@@ -139,10 +133,41 @@ impl HandlePath {
 }
 
 /// `.../counters/{jobid}` and `.../jobs/{jobid}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
 struct JobPath {
+    /// Flink's high-availability.cluster-id
+    #[param(value_type = ClusterId)]
     cluster: String,
+    /// the job id
+    #[param(value_type = JobId)]
     jobid: String,
+}
+
+/// What every HA write with a body may answer besides its own: a malformed request, a
+/// stale lease, a body that is not JSON.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // the answers' schemas; ApiError makes them
+enum FencedWrite {
+    #[response(status = 400, description = "Malformed id or body")]
+    Malformed(ErrorBody<'static>),
+    #[response(
+        status = 409,
+        description = "Fenced: the epoch and lease id do not name the cluster's live lease"
+    )]
+    Fenced(ErrorBody<'static>),
+    #[response(status = 415, description = "Not a JSON body")]
+    NotJson(ErrorBody<'static>),
+}
+
+/// What a write with a body that is not fenced, or fenced with its own 409, may answer.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // the answers' schemas; ApiError makes them
+enum Write {
+    #[response(status = 400, description = "Malformed id or body")]
+    Malformed(ErrorBody<'static>),
+    #[response(status = 415, description = "Not a JSON body")]
+    NotJson(ErrorBody<'static>),
 }
 
 /// A body of type `T` (unknown fields refused, so that a misspelt `epoch` is no default).
@@ -207,60 +232,83 @@ fn no_content() -> Response {
 // ---- Leases ----
 
 /// `POST .../lease/acquire`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schema(as = AcquireRequest)]
 struct AcquireBody {
+    #[schema(min_length = 1, max_length = 256)]
     holder: String,
+    #[schema(minimum = 1, maximum = 86400000)]
     duration_ms: u64,
 }
 
 /// `POST .../lease/renew`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schema(as = RenewRequest)]
 struct RenewBody {
+    #[schema(min_length = 1, max_length = 256)]
     holder: String,
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    /// the lease id the acquisition answered
+    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     lease_id: String,
+    #[schema(minimum = 1, maximum = 86400000)]
     duration_ms: u64,
 }
 
 /// `POST .../lease/release`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schema(as = ReleaseRequest)]
 struct ReleaseBody {
+    #[schema(min_length = 1, max_length = 256)]
     holder: String,
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    /// the lease id the acquisition answered
+    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     lease_id: String,
 }
 
 /// The answer of an acquisition.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
+#[schema(as = Lease)]
 struct Acquired {
+    #[schema(value_type = i64)]
     epoch: Epoch,
     lease_id: uuid::Uuid,
+    #[schema(format = DateTime)]
     expires_at: String,
 }
 
 /// The answer of a renewal: the lease's epoch.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Renewed {
+    #[schema(value_type = i64)]
     epoch: Epoch,
 }
 
 /// The answer of a release: whether this holder's lease was released.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Released {
     released: bool,
 }
 
 /// `GET .../lease`: the lease as anyone may see it (never its lease id).
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
+#[schema(as = LeaseState)]
 struct LeaseListing<'a> {
+    #[schema(value_type = String)]
     holder: &'a str,
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    #[schema(format = DateTime)]
     expires_at: String,
+    /// how long the lease has left, on the database's clock; 0 once expired
     expires_in_ms: u64,
     live: bool,
 }
@@ -274,13 +322,19 @@ struct LeaseTag<'a> {
 }
 
 /// A component's leader information.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
+#[schema(as = LeaderInfo)]
 struct LeaderInfoAnswer<'a> {
+    #[schema(value_type = String)]
     component: &'a str,
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    #[schema(value_type = String)]
     address: &'a str,
+    #[schema(value_type = String)]
     session_id: &'a str,
+    #[schema(format = DateTime)]
     updated_at: String,
 }
 
@@ -297,29 +351,36 @@ impl<'a> From<&'a LeaderInfo> for LeaderInfoAnswer<'a> {
 }
 
 /// `GET .../leader-info`: every component's.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 struct LeaderInfoList<'a> {
     leader_info: Vec<LeaderInfoAnswer<'a>>,
 }
 
 /// A state handle as the API shows it (its bytes as hex).
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
+#[schema(as = StateHandle)]
 struct HandleBody<'a> {
-    kind: &'static str,
+    #[schema(inline)]
+    kind: HaKind,
+    #[schema(required)]
     job: Option<JobId>,
+    #[schema(value_type = String)]
     name: &'a str,
+    #[schema(value_type = i64)]
     version: HandleVersion,
+    /// the serialized pointer's bytes as hex
     handle: String,
     marked_for_deletion: bool,
+    #[schema(format = DateTime)]
     updated_at: String,
 }
 
 impl<'a> From<&'a StateHandle> for HandleBody<'a> {
     fn from(h: &'a StateHandle) -> Self {
         HandleBody {
-            kind: h.kind.as_str(),
+            kind: h.kind,
             job: h.job_id,
             name: &h.name,
             version: h.version,
@@ -331,27 +392,31 @@ impl<'a> From<&'a StateHandle> for HandleBody<'a> {
 }
 
 /// A page of state handles.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
+#[schema(as = StateHandleList)]
 struct HandleList<'a> {
     state_handles: Vec<HandleBody<'a>>,
+    /// the name to continue after, null on the last page
+    #[schema(value_type = Option<String>, required)]
     next: &'a Option<String>,
 }
 
 /// The answer of a state handle's write: its version now.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Version {
+    #[schema(value_type = i64)]
     version: HandleVersion,
 }
 
 /// The answer of a state handle's removal: whether it was there.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Removed {
     removed: bool,
 }
 
 /// A checkpoint id counter's value.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Counter {
     value: i64,
 }
@@ -364,6 +429,14 @@ pub const LEASE_EXPIRES_IN: &str = "jobstore-lease-expires-in-ms";
 /// the time it is read (the standby would otherwise be told to wait for nothing).
 const ACQUIRE_TRIES: usize = 3;
 
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/acquire", tag = "ha",
+    summary = "Take the cluster's leader lease (a new epoch and lease id), or renew it when the caller holds it",
+    params(ClusterPath), request_body(content = AcquireBody),
+    responses(
+        (status = 200, description = "The lease", body = Acquired),
+        (status = 409, description = "Another holder has a live lease (header Jobstore-Lease-Expires-In-Ms: how long it has left)", body = ErrorBody,
+            headers(("Jobstore-Lease-Expires-In-Ms" = i64, description = "milliseconds the other holder's lease has left, on the database's clock (at least 1)"))),
+        Write))]
 async fn acquire(
     State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     JsonValue(v): JsonValue,
@@ -407,6 +480,10 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/renew", tag = "ha",
+    summary = "Extend the lease of this holder, epoch and lease id",
+    params(ClusterPath), request_body(content = RenewBody),
+    responses((status = 200, description = "Renewed", body = Renewed), FencedWrite))]
 async fn renew(
     State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     JsonValue(v): JsonValue,
@@ -426,6 +503,10 @@ async fn renew(
     }
 }
 
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/release", tag = "ha",
+    summary = "End the lease now (its lease id is never handed out again)",
+    params(ClusterPath), request_body(content = ReleaseBody),
+    responses((status = 200, description = "Whether it was released", body = Released), Write))]
 async fn release(
     State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     JsonValue(v): JsonValue,
@@ -462,6 +543,18 @@ fn lease_listing(view: Option<&LeaseView>) -> (Option<LeaseListing<'_>>, String)
 /// never leased. With `If-None-Match` naming the current tag, waits up to `wait-ms` for a
 /// change: an acquisition, a release or a cleanup (woken by this process's writes, and on
 /// PostgreSQL of every writer) or the lease's expiry; then answers it, or 304.
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/lease", tag = "ha",
+    summary = "The cluster's lease (never its lease id), with its ETag; a long poll with If-None-Match and wait-ms that ends at a change of holder, epoch or liveness",
+    params(ClusterPath, WaitQuery,
+        ("If-None-Match" = Option<String>, Header, description = "the ETag of the lease the caller saw (a 404's tag: never leased)")),
+    responses(
+        (status = 200, description = "The lease (header ETag: its tag)", body = LeaseListing,
+            headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live"))),
+        (status = 304, description = "Unchanged within wait-ms (header ETag)",
+            headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live"))),
+        (status = 400, description = "Malformed id or body", body = ErrorBody),
+        (status = 404, description = "Never leased (header ETag)", body = ErrorBody,
+            headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live")))))]
 async fn get_lease(
     State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
@@ -526,21 +619,31 @@ const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 
 // ---- Leader information ----
 
-#[derive(Deserialize)]
+/// `PUT .../leader-info/{component}`.
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schema(as = LeaderInfoUpdate)]
 struct LeaderInfoBody {
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    /// the lease id the acquisition answered
+    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     lease_id: String,
+    #[schema(min_length = 1, max_length = 4096)]
     address: String,
+    #[schema(min_length = 1, max_length = 256)]
     session_id: String,
 }
 
 /// The body of the writes that name only the lease: a leader-info delete, a counter's
 /// get-and-increment and delete, the cleanups of a job and of a cluster.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct FenceBody {
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    /// the lease id the acquisition answered
+    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     lease_id: String,
 }
 
@@ -552,15 +655,24 @@ impl FenceBody {
 
 /// The body of the writes that name a state handle and the lease only (mark for deletion,
 /// remove): the lease and the handle's job.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schema(as = HandleFence)]
 struct HandleFenceBody {
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    /// the lease id the acquisition answered
+    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     lease_id: String,
     #[serde(default)]
+    #[schema(value_type = Option<JobId>)]
     job: Option<String>,
 }
 
+#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha",
+    summary = "Publish a component's leader information, fenced by the lease",
+    params(ComponentPath), request_body(content = LeaderInfoBody),
+    responses((status = 200, description = "Published", body = LeaderInfoAnswer), FencedWrite))]
 async fn publish_leader_info(
     State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
     JsonValue(v): JsonValue,
@@ -579,6 +691,13 @@ async fn publish_leader_info(
     Ok(Json(LeaderInfoAnswer::from(&info)).into_response())
 }
 
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha",
+    summary = "A component's leader information",
+    params(ComponentPath),
+    responses(
+        (status = 200, description = "The leader information", body = LeaderInfoAnswer),
+        (status = 400, description = "Malformed id or body", body = ErrorBody),
+        (status = 404, description = "None published", body = ErrorBody)))]
 async fn get_leader_info(
     State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
 ) -> ApiResult<Response> {
@@ -592,10 +711,15 @@ async fn get_leader_info(
     }
 }
 
-#[derive(Deserialize)]
+/// A long poll's wait.
+#[derive(Deserialize, IntoParams)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct WaitQuery {
+    /// with If-None-Match naming the current ETag: how long to wait for a change (at most
+    /// 60000, and 2 s less than the request timeout)
     #[serde(default)]
+    #[param(value_type = Option<u32>, minimum = 0, maximum = 60000)]
     wait_ms: Option<String>,
 }
 
@@ -655,6 +779,16 @@ async fn leader_info_listing(store: &dyn Store, c: &ClusterId) -> ApiResult<(Res
 /// The leader information of every component, with its `ETag`. With `If-None-Match` naming
 /// the current tag, waits up to `wait-ms` for a change (woken by every write of this
 /// process, and on PostgreSQL of every writer), then answers the new listing or 304.
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/leader-info", tag = "ha",
+    summary = "The leader information of every component, with its ETag; a long poll with If-None-Match and wait-ms",
+    params(ClusterPath, WaitQuery,
+        ("If-None-Match" = Option<String>, Header, description = "the ETag of the listing the caller has")),
+    responses(
+        (status = 200, description = "The list (header ETag: its tag)", body = LeaderInfoList,
+            headers(("ETag" = String, description = "the tag of the listing"))),
+        (status = 304, description = "Unchanged within wait-ms (header ETag)",
+            headers(("ETag" = String, description = "the tag of the listing"))),
+        (status = 400, description = "Malformed id or body", body = ErrorBody)))]
 async fn list_leader_info(
     State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
@@ -668,6 +802,10 @@ async fn list_leader_info(
     .await
 }
 
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha",
+    summary = "Remove a component's leader information, fenced by the lease",
+    params(ComponentPath), request_body(content = FenceBody),
+    responses((status = 204, description = "Gone"), FencedWrite))]
 async fn delete_leader_info(
     State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
     JsonValue(v): JsonValue,
@@ -716,44 +854,70 @@ fn bad_handle() -> ApiError {
 }
 
 /// `POST .../state-handles/{kind}/{name}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schema(as = StateHandleAdd)]
 struct AddHandleBody {
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    /// the lease id the acquisition answered
+    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     lease_id: String,
     #[serde(default)]
+    #[schema(value_type = Option<JobId>)]
     job: Option<String>,
+    /// the serialized pointer's bytes as hex
+    #[schema(pattern = "^([0-9a-fA-F]{2}){1,65536}$")]
     handle: String,
 }
 
 /// `PUT .../state-handles/{kind}/{name}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schema(as = StateHandleReplace)]
 struct ReplaceHandleBody {
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    /// the lease id the acquisition answered
+    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     lease_id: String,
     #[serde(default)]
+    #[schema(value_type = Option<JobId>)]
     job: Option<String>,
+    #[schema(minimum = 1)]
     expected_version: i64,
+    /// the serialized pointer's bytes as hex
+    #[schema(pattern = "^([0-9a-fA-F]{2}){1,65536}$")]
     handle: String,
 }
 
-#[derive(Deserialize)]
+/// The job of a state handle.
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct JobQuery {
+    /// the checkpoint's job; absent for entries of no job
     #[serde(default)]
+    #[param(value_type = Option<JobId>)]
     job: Option<String>,
 }
 
 /// `GET .../state-handles/{kind}`: the job, and the page (`limit`, `after` a name).
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// the checkpoint's job; absent for entries of no job
     #[serde(default)]
+    #[param(value_type = Option<JobId>)]
     job: Option<String>,
+    /// page size, 1-10000 (default 1000); a page also ends after 4 MiB of handles
     #[serde(default)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 10000)]
     limit: Option<String>,
+    /// the `next` of the previous page (a name)
     #[serde(default)]
+    #[param(min_length = 1, max_length = 256)]
     after: Option<String>,
 }
 
@@ -761,6 +925,13 @@ fn no_handle() -> ApiError {
     ApiError::NotFound("no such state handle".into())
 }
 
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha",
+    summary = "Add a handle at version 1, fenced",
+    params(HandlePath), request_body(content = AddHandleBody),
+    responses(
+        (status = 201, description = "Added", body = Version),
+        (status = 409, description = "Fenced, or the handle exists", body = ErrorBody),
+        Write))]
 async fn add_handle(
     State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
     JsonValue(v): JsonValue,
@@ -779,6 +950,14 @@ async fn add_handle(
     }
 }
 
+#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha",
+    summary = "Replace a handle if its version is expected-version (compare-and-set), fenced",
+    params(HandlePath), request_body(content = ReplaceHandleBody),
+    responses(
+        (status = 200, description = "The new version", body = Version),
+        (status = 404, description = "No such handle", body = ErrorBody),
+        (status = 409, description = "Fenced, or another version", body = ErrorBody),
+        Write))]
 async fn replace_handle(
     State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
     JsonValue(v): JsonValue,
@@ -809,6 +988,13 @@ fn handle_fence(path: &HandlePath, v: Value) -> ApiResult<(ClusterId, Fence, Sta
     Ok((c, fence, key))
 }
 
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}/mark-for-deletion", tag = "ha",
+    summary = "Mark a handle for deletion (readers take it for absent; it is no longer replaced), fenced",
+    params(HandlePath), request_body(content = HandleFenceBody),
+    responses(
+        (status = 200, description = "Marked; its version", body = Version),
+        (status = 404, description = "No such handle", body = ErrorBody),
+        FencedWrite))]
 async fn mark_handle(
     State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
     JsonValue(v): JsonValue,
@@ -825,6 +1011,12 @@ async fn mark_handle(
     }
 }
 
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha",
+    summary = "Remove a handle, fenced; idempotent",
+    params(HandlePath), request_body(content = HandleFenceBody),
+    responses(
+        (status = 200, description = "Gone; removed tells whether this call removed it", body = Removed),
+        FencedWrite))]
 async fn remove_handle(
     State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
     JsonValue(v): JsonValue,
@@ -838,6 +1030,13 @@ async fn remove_handle(
     Ok(Json(Removed { removed }))
 }
 
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha",
+    summary = "One handle",
+    params(HandlePath, JobQuery),
+    responses(
+        (status = 200, description = "The handle", body = HandleBody),
+        (status = 400, description = "Malformed id or body", body = ErrorBody),
+        (status = 404, description = "No such handle", body = ErrorBody)))]
 async fn get_handle(
     State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
     QueryParams(q): QueryParams<JobQuery>,
@@ -850,6 +1049,12 @@ async fn get_handle(
     }
 }
 
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}", tag = "ha",
+    summary = "A page of the handles of a store (and job), ordered by name",
+    params(KindPath, ListQuery),
+    responses(
+        (status = 200, description = "The handles", body = HandleList),
+        (status = 400, description = "Malformed id or body", body = ErrorBody)))]
 async fn list_handles(
     State(state): State<AppState>, PathParams(path): PathParams<KindPath>,
     QueryParams(q): QueryParams<ListQuery>,
@@ -877,11 +1082,16 @@ async fn list_handles(
 // ---- Counters and cleanup ----
 
 /// `PUT .../counters/{jobId}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schema(as = CounterSet)]
 struct CounterSetBody {
+    #[schema(value_type = i64)]
     epoch: Epoch,
+    /// the lease id the acquisition answered
+    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
     lease_id: String,
+    #[schema(minimum = 1)]
     value: i64,
 }
 
@@ -894,6 +1104,10 @@ fn job_write<T: DeserializeOwned>(path: &JobPath, v: Value) -> ApiResult<(Cluste
     ))
 }
 
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/counters/{jobid}/get-and-increment", tag = "ha",
+    summary = "Hand out the next checkpoint id atomically (1 first), fenced",
+    params(JobPath), request_body(content = FenceBody),
+    responses((status = 200, description = "The id handed out", body = Counter), FencedWrite))]
 async fn increment_counter(
     State(state): State<AppState>, PathParams(path): PathParams<JobPath>, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Counter>> {
@@ -906,6 +1120,13 @@ async fn increment_counter(
     Ok(Json(Counter { value }))
 }
 
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha",
+    summary = "The next checkpoint id of a job",
+    params(JobPath),
+    responses(
+        (status = 200, description = "The value", body = Counter),
+        (status = 400, description = "Malformed id or body", body = ErrorBody),
+        (status = 404, description = "No counter", body = ErrorBody)))]
 async fn get_counter(
     State(state): State<AppState>, PathParams(path): PathParams<JobPath>,
 ) -> ApiResult<Json<Counter>> {
@@ -917,6 +1138,10 @@ async fn get_counter(
     }
 }
 
+#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha",
+    summary = "Set the next checkpoint id, fenced",
+    params(JobPath), request_body(content = CounterSetBody),
+    responses((status = 200, description = "Set", body = Counter), FencedWrite))]
 async fn set_counter(
     State(state): State<AppState>, PathParams(path): PathParams<JobPath>, JsonValue(v): JsonValue,
 ) -> ApiResult<Json<Counter>> {
@@ -931,6 +1156,10 @@ async fn set_counter(
     Ok(Json(Counter { value }))
 }
 
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha",
+    summary = "Remove a job's counter, fenced; idempotent",
+    params(JobPath), request_body(content = FenceBody),
+    responses((status = 204, description = "Gone"), FencedWrite))]
 async fn remove_counter(
     state: State<AppState>, params: PathParams<JobPath>, v: JsonValue,
 ) -> ApiResult<Response> {
@@ -939,6 +1168,10 @@ async fn remove_counter(
 
 /// Flink's `internalCleanupJobData`: the job's leader information, checkpoints, execution
 /// plan and counter, in one transaction.
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/jobs/{jobid}", tag = "ha",
+    summary = "Remove a job's HA data (its leader information, checkpoints, execution plan and counter) in one transaction, fenced",
+    params(JobPath), request_body(content = FenceBody),
+    responses((status = 204, description = "Gone"), FencedWrite))]
 async fn remove_job(
     state: State<AppState>, params: PathParams<JobPath>, v: JsonValue,
 ) -> ApiResult<Response> {
@@ -965,6 +1198,10 @@ async fn remove_job_data(
 }
 
 /// Flink's `cleanupAllData`: every HA entry of the cluster, by its leader.
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha", tag = "ha",
+    summary = "Remove every HA entry of the cluster (Flink's cleanupAllData), fenced; the lease row stays",
+    params(ClusterPath), request_body(content = FenceBody),
+    responses((status = 204, description = "Gone"), FencedWrite))]
 async fn remove_cluster_data(
     State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     JsonValue(v): JsonValue,

@@ -5,26 +5,32 @@
 
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::AppState;
 use super::answers::{
-    FlinkStatus, OperationAnswer, RequestId, RetentionList, ScheduleList, SettingAnswer,
+    CheckpointStatus, OperationAnswer, RequestId, RetentionAnswer, RetentionList, SavepointStatus,
+    ScheduleAnswer, ScheduleList,
 };
-use super::error::{ApiError, ApiResult};
-use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
-use super::savepoints::{Params, create, flink_body, malformed, without_nul};
-use super::{AppState, FLINK_PREFIXES, parse_cluster, parse_hex};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ClusterPath, JobScopePath, JsonValue, PathParams, QueryParams, RawBody};
+use super::openapi::{SETTING_SCOPES, flink_routes, scoped_routes};
+use super::savepoints::{
+    JobParam, Params, TriggerParam, create, flink_body, malformed, present, without_nul,
+};
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::result_file::reject_nul;
 use crate::store::{
-    CheckpointType, FindOperation, FormatType, NewOperation, Operation, OperationKey,
-    OperationKind, Retention, Schedule, Setting, SettingKind,
+    CheckpointType, FindOperation, FormatType, NewOperation, OperationKey, OperationKind,
+    Retention, Schedule, Setting, SettingKind,
 };
 
 /// Shortest schedule interval.
@@ -39,63 +45,16 @@ pub const MIN_AGE: Duration = Duration::from_secs(1);
 /// 9999 for SQLite's text timestamps).
 pub const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
 
-pub fn router() -> Router<AppState> {
-    let mut r = Router::new();
-    for prefix in FLINK_PREFIXES {
-        r = r
-            .route(
-                &format!("{prefix}/jobs/{{jobid}}/checkpoints"),
-                post(trigger_checkpoint),
-            )
-            .route(
-                &format!("{prefix}/jobs/{{jobid}}/checkpoints/{{triggerid}}"),
-                get(checkpoint_status),
-            )
-            .route(
-                &format!("{prefix}/savepoint-disposal"),
-                post(trigger_disposal),
-            )
-            .route(
-                &format!("{prefix}/savepoint-disposal/{{triggerid}}"),
-                get(disposal_status),
-            );
-    }
-    let cluster = "/v1/clusters/{cluster}";
-    let job = "/v1/clusters/{cluster}/jobs/{jobid}";
-    for (kind, one, all) in [
-        (
-            SettingKind::Schedule,
-            "savepoint-schedule",
-            "savepoint-schedules",
-        ),
-        (
-            SettingKind::Retention,
-            "savepoint-retention",
-            "savepoint-retentions",
-        ),
-    ] {
-        let put = move |state, params, body| put_setting(kind, state, params, body);
-        let get_one = move |state, params| get_setting(kind, state, params);
-        let delete = move |state, params| delete_setting(kind, state, params);
-        for base in [cluster, job] {
-            r = r.route(
-                &format!("{base}/{one}"),
-                get(get_one).put(put).delete(delete),
-            );
-        }
-        let list = move |state, params| list_settings(kind, state, params);
-        r = r.route(&format!("{cluster}/{all}"), get(list));
-    }
-    r.route(&format!("{job}/latest-savepoint"), get(latest_of_job))
-        .route(&format!("{cluster}/latest-savepoint"), get(latest_by_name))
-}
-
-/// `/v1/clusters/{cluster}` and `/v1/clusters/{cluster}/jobs/{jobid}`, as the request spelt
-/// them.
-#[derive(Deserialize)]
-struct ScopePath {
-    cluster: String,
-    jobid: Option<String>,
+pub fn router() -> OpenApiRouter<AppState> {
+    let mut r = OpenApiRouter::new();
+    r = flink_routes(r, routes!(trigger_checkpoint));
+    r = flink_routes(r, routes!(checkpoint_status));
+    r = flink_routes(r, routes!(trigger_disposal));
+    r = flink_routes(r, routes!(disposal_status));
+    r.merge(schedule::router())
+        .merge(retention::router())
+        .routes(routes!(latest_of_job))
+        .routes(routes!(latest_by_name))
 }
 
 /// Stores a new operation of this kind (or finds the one its trigger id names) and answers
@@ -115,20 +74,22 @@ async fn start(
 
 // ---- Checkpoints (Flink's POST /jobs/:jobid/checkpoints) ----
 
+/// Flink's `CheckpointTriggerRequestBody`.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+struct CheckpointTriggerRequestBody {
+    #[schema(inline, value_type = Option<CheckpointType>)]
+    checkpoint_type: Option<String>,
+    #[schema(pattern = "^[0-9a-fA-F]{32}$")]
+    trigger_id: Option<String>,
+}
+
 /// Parses Flink's `CheckpointTriggerRequestBody` as Flink does: missing or empty is `{}`,
 /// unknown fields ignored, anything malformed Flink's message; `INCREMENTAL`, which Flink
 /// 2.3 accepts and then fails with a 500 (FLINK-33723), a clear 400.
 fn parse_checkpoint_body(bytes: &[u8]) -> ApiResult<(CheckpointType, Option<TriggerId>)> {
-    /// Flink's `CheckpointTriggerRequestBody`.
-    #[derive(Deserialize)]
-    struct CheckpointTriggerRequest {
-        #[serde(rename = "checkpointType")]
-        checkpoint_type: Option<String>,
-        #[serde(rename = "triggerId")]
-        trigger_id: Option<String>,
-    }
     let body_type = "CheckpointTriggerRequestBody";
-    let b: CheckpointTriggerRequest = flink_body(bytes, body_type)?;
+    let b: CheckpointTriggerRequestBody = flink_body(bytes, body_type)?;
     let checkpoint_type = match b.checkpoint_type.as_deref() {
         None => CheckpointType::Configured,
         Some("INCREMENTAL") => {
@@ -147,6 +108,12 @@ fn parse_checkpoint_body(bytes: &[u8]) -> ApiResult<(CheckpointType, Option<Trig
     Ok((checkpoint_type, trigger_id))
 }
 
+#[utoipa::path(post, path = "/jobs/{jobid}/checkpoints", tag = "checkpoints",
+    summary = "Trigger a checkpoint{scope}, as Flink's POST /jobs/:jobid/checkpoints",
+    params(JobParam), request_body(content = Option<CheckpointTriggerRequestBody>),
+    responses(
+        (status = 202, description = "Accepted; the same triggerId answers the same request-id", body = RequestId),
+        (status = 400, description = "Malformed id or body, or checkpointType INCREMENTAL", body = ErrorBody)))]
 async fn trigger_checkpoint(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
@@ -165,40 +132,48 @@ async fn trigger_checkpoint(
     .await
 }
 
+#[utoipa::path(get, path = "/jobs/{jobid}/checkpoints/{triggerid}", tag = "checkpoints",
+    summary = "Status of a checkpoint operation{scope}, as Flink's",
+    params(TriggerParam),
+    responses(
+        (status = 200, description = "IN_PROGRESS or COMPLETED", body = CheckpointStatus),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 404, description = "No such operation", body = ErrorBody)))]
 async fn checkpoint_status(
     State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<FlinkStatus>> {
+) -> ApiResult<Json<CheckpointStatus>> {
     let key = params.key(&state)?;
     let op = state.store.get_operation(&key).await?;
-    status_or(op.filter(|op| op.kind == OperationKind::Checkpoint), || {
-        let (request, job) = (key.request, key.job);
-        format!("There is no checkpoint operation with triggerId={request} for job {job}.")
-    })
-}
-
-/// Flink's status body of an operation, or its 404 with this message.
-fn status_or(
-    op: Option<Operation>, missing: impl FnOnce() -> String,
-) -> ApiResult<Json<FlinkStatus>> {
-    match op {
-        Some(op) => Ok(Json(FlinkStatus::of(&op))),
-        None => Err(ApiError::NotFound(missing())),
+    match op.filter(|op| op.kind == OperationKind::Checkpoint) {
+        Some(op) => Ok(Json(CheckpointStatus::of(&op))),
+        None => Err(ApiError::NotFound(format!(
+            "There is no checkpoint operation with triggerId={} for job {}.",
+            key.request, key.job
+        ))),
     }
 }
 
 // ---- Savepoint disposal (Flink's POST /savepoint-disposal) ----
 
+/// Flink's `SavepointDisposalRequest`.
+#[derive(Deserialize, ToSchema)]
+struct SavepointDisposalRequest {
+    #[serde(rename = "savepoint-path")]
+    #[schema(value_type = String, min_length = 1)]
+    savepoint_path: Option<String>,
+}
+
 /// Flink answers 200 here (not 202) and takes no trigger id from its client; the path is
 /// required. The operation belongs to no job ([`JobId::NONE`]).
+#[utoipa::path(post, path = "/savepoint-disposal", tag = "disposal",
+    summary = "Dispose of a savepoint{scope}, as Flink's POST /savepoint-disposal",
+    request_body(content = SavepointDisposalRequest),
+    responses(
+        (status = 200, description = "Accepted (Flink answers 200 here)", body = RequestId),
+        (status = 400, description = "No savepoint-path", body = ErrorBody)))]
 async fn trigger_disposal(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
-    /// Flink's `SavepointDisposalRequest`.
-    #[derive(Deserialize)]
-    struct SavepointDisposalRequest {
-        #[serde(rename = "savepoint-path")]
-        savepoint_path: Option<String>,
-    }
     let cluster = params.cluster(&state)?;
     let body_type = "SavepointDisposalRequest";
     let b: SavepointDisposalRequest = flink_body(&bytes, body_type)?;
@@ -228,35 +203,46 @@ async fn trigger_disposal(
     .await
 }
 
+#[utoipa::path(get, path = "/savepoint-disposal/{triggerid}", tag = "disposal",
+    summary = "Status of a disposal{scope}, as Flink's",
+    params(DisposalParam),
+    responses(
+        (status = 200, description = "IN_PROGRESS or COMPLETED", body = SavepointStatus),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 404, description = "No such operation", body = ErrorBody)))]
 async fn disposal_status(
     State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<FlinkStatus>> {
+) -> ApiResult<Json<SavepointStatus>> {
     let cluster = params.cluster(&state)?;
     let request = params.trigger()?;
     let op = state
         .store
         .find_operation(&cluster, FindOperation::Disposal(request))
         .await?;
-    status_or(op, || format!("Operation not found under key: {request}"))
+    match op {
+        Some(op) => Ok(Json(SavepointStatus::of(&op))),
+        None => Err(ApiError::NotFound(format!(
+            "Operation not found under key: {request}"
+        ))),
+    }
+}
+
+/// The parameter of Flink's `/savepoint-disposal/{triggerid}`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // the route reads a FlinkPath; this documents it
+struct DisposalParam {
+    /// the request-id
+    #[param(value_type = TriggerId)]
+    triggerid: (),
 }
 
 // ---- Schedules and retention (ours), per cluster and per job ----
 
-/// The cluster and, under `/jobs/{jobid}/`, the job a route names.
-fn scope(path: &ScopePath) -> ApiResult<(ClusterId, Option<JobId>)> {
-    let cluster = parse_cluster(&path.cluster)?;
-    let job = path
-        .jobid
-        .as_deref()
-        .map(|j| parse_hex("job id", j))
-        .transpose()?;
-    Ok((cluster, job))
-}
-
 /// A duration field (`"6h"`, `"30s"`) from `min` to [`MAX_DURATION`]; `null` when
 /// `nullable`.
 fn duration_field(
-    body: &Map<String, Value>, field: &str, min: Duration, nullable: bool,
+    field: &str, value: Option<&Value>, min: Duration, nullable: bool,
 ) -> ApiResult<Option<Duration>> {
     let bad = || {
         ApiError::BadRequest(format!(
@@ -266,7 +252,7 @@ fn duration_field(
             if nullable { ", or null" } else { "" }
         ))
     };
-    match body.get(field) {
+    match value {
         None => Ok(None),
         Some(Value::Null) if nullable => Ok(None),
         Some(Value::String(s)) => humantime::parse_duration(s)
@@ -278,29 +264,71 @@ fn duration_field(
     }
 }
 
-/// Refuses fields other than `known` (a misspelt field is no default).
-fn only_fields(body: &Map<String, Value>, known: &[&str]) -> ApiResult<()> {
-    match body.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(other) => Err(ApiError::BadRequest(format!(
-            "unknown field `{other}`: expected {}",
-            known.join(", ")
-        ))),
-        None => Ok(()),
+/// A setting's body of type `T`: a JSON object without NUL, and no fields but `T`'s (a
+/// misspelt field is no default). `T` keeps each field as it was sent, for its own checks.
+fn setting_body<T: serde::de::DeserializeOwned + Fields>(body: Value) -> ApiResult<T> {
+    let Value::Object(fields) = body else {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object".into(),
+        ));
+    };
+    for (field, value) in &fields {
+        reject_nul(value, field).map_err(ApiError::BadRequest)?;
     }
+    if let Some(other) = fields.keys().find(|k| !T::FIELDS.contains(&k.as_str())) {
+        return Err(ApiError::BadRequest(format!(
+            "unknown field `{other}`: expected {}",
+            T::FIELDS.join(", ")
+        )));
+    }
+    serde_json::from_value(Value::Object(fields))
+        .map_err(|e| ApiError::BadRequest(format!("malformed body: {e}")))
 }
 
-fn object(body: Value) -> ApiResult<Map<String, Value>> {
-    match body {
-        Value::Object(m) => {
-            for (field, value) in &m {
-                reject_nul(value, field).map_err(ApiError::BadRequest)?;
-            }
-            Ok(m)
-        }
-        _ => Err(ApiError::BadRequest(
-            "the body must be a JSON object".into(),
-        )),
-    }
+/// The fields a body may have.
+trait Fields {
+    const FIELDS: &'static [&'static str];
+}
+
+/// A savepoint schedule: every `interval`, an operation of `kind` of every RUNNING job.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct ScheduleUpdate {
+    /// a duration of at least 1s ("30s", "6h"); null on a job: no schedule for that job
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, required)]
+    interval: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, value_type = Option<super::answers::ScheduleKind>)]
+    kind: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, min_length = 1)]
+    target_directory: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(inline, value_type = Option<FormatType>)]
+    format_type: Option<Value>,
+}
+
+impl Fields for ScheduleUpdate {
+    const FIELDS: &'static [&'static str] =
+        &["interval", "kind", "target-directory", "format-type"];
+}
+
+/// A savepoint retention policy: at least one of max-count and max-age.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct RetentionUpdate {
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i32>, minimum = 1, maximum = 2147483647)]
+    max_count: Option<Value>,
+    /// a duration of at least 1s ("7d")
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    max_age: Option<Value>,
+}
+
+impl Fields for RetentionUpdate {
+    const FIELDS: &'static [&'static str] = &["max-count", "max-age"];
 }
 
 /// The 404 of a setting that is not there.
@@ -316,35 +344,27 @@ fn no_setting(kind: SettingKind, cluster: &ClusterId, job: Option<JobId>) -> Api
     ApiError::NotFound(format!("no {what} for {whose} of cluster {cluster}"))
 }
 
-async fn put_setting(
-    kind: SettingKind, State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
-    JsonValue(body): JsonValue,
-) -> ApiResult<Response> {
-    let (cluster, job) = scope(&path)?;
-    let body = object(body)?;
-    let setting = match kind {
-        SettingKind::Schedule => Setting::Schedule(parse_schedule(&body, cluster, job)?),
-        SettingKind::Retention => Setting::Retention(parse_retention(&body, cluster, job)?),
-    };
-    let stored = state.store.put_setting(&setting).await?;
+/// Stores a setting and wakes the executor.
+async fn put_setting(state: &AppState, setting: &Setting) -> ApiResult<Setting> {
+    let stored = state.store.put_setting(setting).await?;
     state.executor_wakeup.notify_waiters();
-    Ok(Json(SettingAnswer::of(&stored)).into_response())
+    Ok(stored)
 }
 
 async fn get_setting(
-    kind: SettingKind, State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
-) -> ApiResult<Response> {
-    let (cluster, job) = scope(&path)?;
+    kind: SettingKind, state: &AppState, path: &JobScopePath,
+) -> ApiResult<Setting> {
+    let (cluster, job) = path.scope()?;
     match state.store.get_setting(kind, &cluster, job).await? {
-        Some(setting) => Ok(Json(SettingAnswer::of(&setting)).into_response()),
+        Some(setting) => Ok(setting),
         None => Err(no_setting(kind, &cluster, job)),
     }
 }
 
 async fn delete_setting(
-    kind: SettingKind, State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
+    kind: SettingKind, state: &AppState, path: &JobScopePath,
 ) -> ApiResult<StatusCode> {
-    let (cluster, job) = scope(&path)?;
+    let (cluster, job) = path.scope()?;
     if state.store.delete_setting(kind, &cluster, job).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -352,34 +372,17 @@ async fn delete_setting(
     }
 }
 
-/// `GET /v1/clusters/{cluster}/savepoint-schedules` (or `-retentions`): the cluster's
-/// setting (`job-id` null) and its jobs' overrides.
-async fn list_settings(
-    kind: SettingKind, State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
-) -> ApiResult<Response> {
-    let (cluster, _) = scope(&path)?;
-    let list = state.store.list_settings(kind, &cluster).await?;
-    let answers = list.iter().map(SettingAnswer::of).collect();
-    Ok(match kind {
-        SettingKind::Schedule => Json(ScheduleList { schedules: answers }).into_response(),
-        SettingKind::Retention => Json(RetentionList {
-            retentions: answers,
-        })
-        .into_response(),
-    })
-}
-
-/// A schedule's body: `{"interval", "kind", "target-directory", "format-type"}`.
-fn parse_schedule(
-    body: &Map<String, Value>, cluster: ClusterId, job: Option<JobId>,
-) -> ApiResult<Schedule> {
-    only_fields(
-        body,
-        &["interval", "kind", "target-directory", "format-type"],
-    )?;
+/// A schedule's body.
+fn parse_schedule(body: Value, cluster: ClusterId, job: Option<JobId>) -> ApiResult<Setting> {
+    let body: ScheduleUpdate = setting_body(body)?;
     // A job's override may say `"interval": null`: no schedule for that job.
-    let interval = duration_field(body, "interval", MIN_INTERVAL, job.is_some())?;
-    if interval.is_none() && (job.is_none() || !body.contains_key("interval")) {
+    let interval = duration_field(
+        "interval",
+        body.interval.as_ref(),
+        MIN_INTERVAL,
+        job.is_some(),
+    )?;
+    if interval.is_none() && (job.is_none() || body.interval.is_none()) {
         return Err(ApiError::BadRequest(format!(
             "field `interval` is required (from {} to {}){}",
             humantime::format_duration(MIN_INTERVAL),
@@ -391,11 +394,11 @@ fn parse_schedule(
             }
         )));
     }
-    let text = |field: &str, allowed: &[&str]| -> ApiResult<Option<String>> {
-        match body.get(field) {
+    let text = |field: &str, value: Option<Value>, allowed: &[&str]| -> ApiResult<Option<String>> {
+        match value {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if allowed.is_empty() && !s.is_empty() => Ok(Some(s.clone())),
-            Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(Some(s.clone())),
+            Some(Value::String(s)) if allowed.is_empty() && !s.is_empty() => Ok(Some(s)),
+            Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(Some(s)),
             Some(_) if allowed.is_empty() => Err(ApiError::BadRequest(format!(
                 "field `{field}` must be a non-empty string or null"
             ))),
@@ -405,30 +408,28 @@ fn parse_schedule(
             ))),
         }
     };
-    let kind = match text("kind", &["SAVEPOINT", "CHECKPOINT"])?.as_deref() {
+    let kind = match text("kind", body.kind, &["SAVEPOINT", "CHECKPOINT"])?.as_deref() {
         Some("CHECKPOINT") => OperationKind::Checkpoint,
         _ => OperationKind::Savepoint,
     };
-    Ok(Schedule {
+    Ok(Setting::Schedule(Schedule {
         cluster_id: cluster,
         job_id: job,
         interval,
         kind,
-        target_directory: text("target-directory", &[])?,
-        format_type: text("format-type", &["CANONICAL", "NATIVE"])?
+        target_directory: text("target-directory", body.target_directory, &[])?,
+        format_type: text("format-type", body.format_type, &["CANONICAL", "NATIVE"])?
             .and_then(|f| FormatType::parse(&f))
             .unwrap_or(FormatType::Canonical),
         next_due_at: None,
         last_triggered_at: None,
-    })
+    }))
 }
 
-/// A retention policy's body: `{"max-count", "max-age"}`, at least one.
-fn parse_retention(
-    body: &Map<String, Value>, cluster: ClusterId, job: Option<JobId>,
-) -> ApiResult<Retention> {
-    only_fields(body, &["max-count", "max-age"])?;
-    let max_count = match body.get("max-count") {
+/// A retention policy's body: at least one of its fields.
+fn parse_retention(body: Value, cluster: ClusterId, job: Option<JobId>) -> ApiResult<Setting> {
+    let body: RetentionUpdate = setting_body(body)?;
+    let max_count = match body.max_count {
         None | Some(Value::Null) => None,
         Some(n) => Some(
             n.as_i64()
@@ -441,26 +442,130 @@ fn parse_retention(
                 })?,
         ),
     };
-    let max_age = duration_field(body, "max-age", MIN_AGE, true)?;
+    let max_age = duration_field("max-age", body.max_age.as_ref(), MIN_AGE, true)?;
     if max_count.is_none() && max_age.is_none() {
         return Err(ApiError::BadRequest(
             "at least one of `max-count` and `max-age` is required".into(),
         ));
     }
-    Ok(Retention {
+    Ok(Setting::Retention(Retention {
         cluster_id: cluster,
         job_id: job,
         max_count,
         max_age,
-    })
+    }))
 }
+
+/// Defines the routes of one kind of setting in module `$module`: set, read and remove it
+/// for a cluster and for a job (under [`SETTING_SCOPES`]), and list a cluster's.
+macro_rules! setting_routes {
+    (
+        mod $module:ident, $kind:ident, $one:literal, $all:literal, $what:literal,
+        $whats:literal, $update:ty, $parse:ident, $answer:ident, $list:ident, $field:ident
+    ) => {
+        pub mod $module {
+            use super::*;
+
+            const KIND: SettingKind = SettingKind::$kind;
+
+            pub(super) fn router() -> OpenApiRouter<AppState> {
+                let r = scoped_routes(
+                    OpenApiRouter::new(),
+                    routes!(put_one, get_one, delete_one),
+                    &SETTING_SCOPES,
+                );
+                r.routes(routes!(list))
+            }
+
+            /// The answer of a setting of this kind.
+            fn answer(setting: &Setting) -> ApiResult<$answer<'_>> {
+                match setting {
+                    Setting::$kind(s) => Ok($answer::of(s)),
+                    _ => Err(ApiError::Store(crate::store::StoreError::NotFound)),
+                }
+            }
+
+            #[utoipa::path(put, path = concat!("/", $one), tag = "lifecycle",
+                summary = concat!("Set {scope} ", $what), request_body(content = $update),
+                responses(
+                    (status = 200, description = "Set", body = $answer),
+                    (status = 400, description = "Malformed body", body = ErrorBody),
+                    (status = 415, description = "Not a JSON body", body = ErrorBody)))]
+            async fn put_one(
+                State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
+                JsonValue(body): JsonValue,
+            ) -> ApiResult<Response> {
+                let (cluster, job) = path.scope()?;
+                let stored = put_setting(&state, &$parse(body, cluster, job)?).await?;
+                Ok(Json(answer(&stored)?).into_response())
+            }
+
+            #[utoipa::path(get, path = concat!("/", $one), tag = "lifecycle",
+                summary = concat!("{scope} ", $what),
+                responses(
+                    (status = 200, description = "Set", body = $answer),
+                    (status = 400, description = "Malformed id", body = ErrorBody),
+                    (status = 404, description = "None", body = ErrorBody)))]
+            async fn get_one(
+                State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
+            ) -> ApiResult<Response> {
+                let setting = get_setting(KIND, &state, &path).await?;
+                Ok(Json(answer(&setting)?).into_response())
+            }
+
+            #[utoipa::path(delete, path = concat!("/", $one), tag = "lifecycle",
+                summary = concat!("Remove {scope} ", $what),
+                responses(
+                    (status = 204, description = "Removed"),
+                    (status = 400, description = "Malformed id", body = ErrorBody),
+                    (status = 404, description = "None", body = ErrorBody)))]
+            async fn delete_one(
+                State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
+            ) -> ApiResult<StatusCode> {
+                delete_setting(KIND, &state, &path).await
+            }
+
+            #[utoipa::path(get, path = concat!("/v1/clusters/{cluster}/", $all), tag = "lifecycle",
+                summary = concat!("The cluster's ", $whats, " (job-id null) and its jobs' overrides"),
+                params(ClusterPath),
+                responses(
+                    (status = 200, description = "The list (empty if none)", body = $list),
+                    (status = 400, description = "Malformed id", body = ErrorBody)))]
+            async fn list(
+                State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+            ) -> ApiResult<Response> {
+                let cluster = path.cluster()?;
+                let settings = state.store.list_settings(KIND, &cluster).await?;
+                let answers = settings.iter().map(answer).collect::<ApiResult<_>>()?;
+                Ok(Json($list { $field: answers }).into_response())
+            }
+        }
+    };
+}
+
+setting_routes!(
+    mod schedule, Schedule, "savepoint-schedule", "savepoint-schedules", "savepoint schedule",
+    "savepoint schedule", ScheduleUpdate, parse_schedule, ScheduleAnswer, ScheduleList, schedules
+);
+setting_routes!(
+    mod retention, Retention, "savepoint-retention", "savepoint-retentions",
+    "savepoint retention", "savepoint retention policy", RetentionUpdate, parse_retention, RetentionAnswer,
+    RetentionList, retentions
+);
 
 // ---- The latest savepoint ----
 
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/jobs/{jobid}/latest-savepoint", tag = "lifecycle",
+    summary = "The newest completed savepoint of a job, not disposed of (what a redeploy restores from)",
+    params(JobScopePath),
+    responses(
+        (status = 200, description = "The operation", body = OperationAnswer),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 404, description = "None", body = ErrorBody)))]
 async fn latest_of_job(
-    State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
+    State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
 ) -> ApiResult<Response> {
-    let (cluster, job) = scope(&path)?;
+    let (cluster, job) = path.scope()?;
     let job = job.unwrap_or(JobId::NONE);
     match state
         .store
@@ -474,17 +579,27 @@ async fn latest_of_job(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct NameQuery {
+    /// the job's name (Flink's job overview, the job results)
     #[serde(rename = "job-name")]
+    #[param(value_type = String, min_length = 1, max_length = 4096)]
     job_name: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/latest-savepoint", tag = "lifecycle",
+    summary = "The newest completed savepoint of any job of a name (a redeployed job gets a new id)",
+    params(ClusterPath, NameQuery),
+    responses(
+        (status = 200, description = "The operation", body = OperationAnswer),
+        (status = 400, description = "No job-name", body = ErrorBody),
+        (status = 404, description = "None", body = ErrorBody)))]
 async fn latest_by_name(
-    State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     QueryParams(q): QueryParams<NameQuery>,
 ) -> ApiResult<Response> {
-    let (cluster, _) = scope(&path)?;
+    let cluster = path.cluster()?;
     let name = q
         .job_name
         .filter(|n| !n.is_empty() && n.len() <= 4096 && !n.contains('\0'))

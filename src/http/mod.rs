@@ -7,12 +7,12 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, MatchedPath, State};
 use axum::http::Uri;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use axum::{Json, Router};
+use utoipa_axum::routes;
 
 use crate::ids::ClusterId;
-use crate::result_file::ResultKind;
 use crate::store::{DatabaseWatch, Store};
+use utoipa_axum::router::OpenApiRouter;
 
 pub mod answers;
 pub mod auth;
@@ -97,7 +97,8 @@ impl AppState {
     }
 }
 
-/// The whole API.
+/// The whole API: the documented routes (with the HA services behind the synchronous
+/// replication check when asked for), the console, and the answers of unknown paths.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.config.body_limit;
     let edge = Arc::new(Edge {
@@ -106,22 +107,31 @@ pub fn router(state: AppState) -> Router {
         metrics: state.metrics.clone(),
         request_timeout: state.config.request_timeout,
     });
-    Router::new()
-        .merge(results::router(ResultKind::Job))
-        .merge(results::router(ResultKind::Application))
-        .merge(savepoints::router())
-        .merge(lifecycle::router())
-        .merge(ha_routes(&state))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics::render))
-        .route("/openapi.json", get(openapi_json))
+    let (routes, _) = routes_with(ha_routes(&state)).split_for_parts();
+    routes
         .merge(crate::ui::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn_with_state(edge, edge_layer))
         .with_state(state)
+}
+
+/// Every documented route, each with its OpenAPI operation (see `openapi`).
+pub(crate) fn routes() -> OpenApiRouter<AppState> {
+    routes_with(ha::router())
+}
+
+fn routes_with(ha: OpenApiRouter<AppState>) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .merge(results::router())
+        .merge(savepoints::router())
+        .merge(lifecycle::router())
+        .merge(ha)
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics::render))
+        .routes(routes!(openapi_json))
 }
 
 /// What the one middleware needs.
@@ -157,7 +167,7 @@ async fn edge_layer(
 
 /// Flink's HA services; with `--require-synchronous-replication`, behind the check that
 /// refuses their writes while no synchronous standby confirms commits.
-fn ha_routes(state: &AppState) -> Router<AppState> {
+fn ha_routes(state: &AppState) -> OpenApiRouter<AppState> {
     if state.config.require_synchronous_replication {
         ha::router().route_layer(axum::middleware::from_fn_with_state(
             state.database.clone(),
@@ -225,16 +235,25 @@ async fn method_not_allowed(uri: Uri) -> ApiError {
     ApiError::MethodNotAllowed
 }
 
-async fn openapi_json() -> Json<serde_json::Value> {
+#[utoipa::path(get, path = "/openapi.json", tag = "service", summary = "This document",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
+async fn openapi_json() -> Json<&'static serde_json::Value> {
     Json(openapi::document())
 }
 
+#[utoipa::path(get, path = "/healthz", tag = "service", summary = "The process is alive",
+    responses((status = 200, description = "Alive", body = answers::Health)))]
 async fn healthz() -> Json<answers::Health> {
     Json(answers::Health { status: "ok" })
 }
 
 /// `{"status": "ready", "database": {...}}` (what the database promises, as last checked),
 /// or 503 with the contract's error body.
+#[utoipa::path(get, path = "/readyz", tag = "service",
+    summary = "The database is reachable and migrated; what the executor does and what the database promises",
+    responses(
+        (status = 200, description = "Ready", body = answers::Ready),
+        (status = 503, description = "Not ready", body = answers::NotReady)))]
 async fn readyz(State(state): State<AppState>) -> axum::response::Response {
     // The executor's state: "restarting" (a duty in its backoff after a panic) is still
     // ready; "stopped" (nothing drives savepoint operations any more) is not.
@@ -243,14 +262,14 @@ async fn readyz(State(state): State<AppState>) -> axum::response::Response {
         tracing::warn!("not ready: the savepoint executor stopped");
         let body = answers::NotReady {
             errors: ["not ready: the savepoint executor stopped"],
-            executor: executor.as_str(),
+            executor,
         };
         return (axum::http::StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
     match state.store.ready().await {
         Ok(()) => Json(answers::Ready {
-            status: "ready",
-            executor: executor.as_str(),
+            status: answers::ReadyStatus::Ready,
+            executor,
             database: state.database.current(),
         })
         .into_response(),

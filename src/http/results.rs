@@ -1,18 +1,25 @@
 //! The job result store and the application result store: the same six requests, keyed by
-//! `result.id` or `result.application-id`.
+//! `result.id` or `result.application-id`, under one route module per kind (`job` and
+//! `application`, made by one macro) so that each route has its own OpenAPI operation.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use chrono::SecondsFormat;
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::error::{ApiError, ApiResult};
-use super::extract::{JsonValue, PathParams, QueryParams};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ClusterPath, JsonValue, PathParams, QueryParams};
 use super::{AppState, parse_cluster};
-use crate::ids::ClusterId;
+use crate::ids::{ApplicationId, ClusterId, JobId};
+use crate::result_file::schema::{
+    ApplicationResult, ApplicationResultFile, JobResult, JobResultFile,
+};
 use crate::result_file::{ResultId, ResultKind, parse_envelope};
 use crate::store::{Page, ResultEntry, ResultState, StateFilter, StoreError};
 
@@ -20,24 +27,11 @@ use crate::store::{Page, ResultEntry, ResultState, StateFilter, StoreError};
 pub const DEFAULT_LIMIT: u32 = 1000;
 pub const MAX_LIMIT: u32 = 10_000;
 
-pub fn router(kind: ResultKind) -> Router<AppState> {
-    let base = match kind {
-        ResultKind::Job => "/v1/clusters/{cluster}/job-results",
-        ResultKind::Application => "/v1/clusters/{cluster}/application-results",
-    };
-    Router::new()
-        .route(
-            base,
-            get(move |s, p, q| list(kind, s, p, q)).post(move |s, p, b| create(kind, s, p, b)),
-        )
-        .route(
-            &format!("{base}/{{id}}"),
-            get(move |s, p| fetch(kind, s, p)).delete(move |s, p| remove(kind, s, p)),
-        )
-        .route(
-            &format!("{base}/{{id}}/clean"),
-            post(move |s, p| clean(kind, s, p)),
-        )
+/// Both result stores' routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .merge(job::router())
+        .merge(application::router())
 }
 
 /// An RFC 3339 UTC time as the API prints it.
@@ -45,58 +39,88 @@ pub fn time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
-/// An entry as the API shows it: `{"cluster-id", "<kind>-id", "state", "created-at",
-/// "cleaned-at", "result"}`, in that order. Serialized straight from the store's entry,
-/// without building a JSON tree around the result first (building and dropping that tree
-/// was half of the instructions of a listing's answer; BENCHMARKS.md).
-pub struct EntryBody {
-    pub kind: ResultKind,
-    pub entry: ResultEntry,
-}
-
-impl Serialize for EntryBody {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        EntryRef(self.kind, &self.entry).serialize(s)
-    }
-}
-
-/// [`EntryBody`] borrowing its entry (the entries of a listing).
-struct EntryRef<'a>(ResultKind, &'a ResultEntry);
-
-impl Serialize for EntryRef<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let EntryRef(kind, e) = *self;
-        let mut m = s.serialize_map(Some(6))?;
-        m.serialize_entry("cluster-id", &e.cluster_id)?;
-        m.serialize_entry(kind.entry_id_field(), &e.id)?;
-        m.serialize_entry("state", e.state.as_str())?;
-        m.serialize_entry("created-at", &time(e.created_at))?;
-        m.serialize_entry("cleaned-at", &e.cleaned_at.map(time))?;
-        m.serialize_entry("result", &e.result)?;
-        m.end()
-    }
-}
-
-/// A page of a listing: `{"<kind>-results": [entries], "next": id or null}`.
-struct ListBody {
-    kind: ResultKind,
-    entries: Vec<ResultEntry>,
-    next: Option<ResultId>,
-}
-
-impl Serialize for ListBody {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        struct Entries<'a>(ResultKind, &'a [ResultEntry]);
-        impl Serialize for Entries<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_seq(self.1.iter().map(|e| EntryRef(self.0, e)))
-            }
+/// Defines a result kind's answers: an entry (`{"cluster-id", "<kind>-id", "state",
+/// "created-at", "cleaned-at", "result"}`, in that order, the result as it was sent) and a
+/// page of a listing (`{"<kind>-results": [entries], "next": id or null}`).
+macro_rules! result_answers {
+    ($entry:ident, $list:ident, $id:ident: $id_type:ty, $list_field:tt, $result:ty) => {
+        #[derive(Serialize, ToSchema)]
+        #[serde(rename_all = "kebab-case")]
+        pub struct $entry<'a> {
+            #[schema(value_type = ClusterId)]
+            pub cluster_id: &'a ClusterId,
+            #[schema(value_type = $id_type)]
+            pub $id: ResultId,
+            #[schema(inline)]
+            pub state: ResultState,
+            #[schema(format = DateTime)]
+            pub created_at: String,
+            #[schema(format = DateTime, required)]
+            pub cleaned_at: Option<String>,
+            #[schema(value_type = $result)]
+            pub result: &'a Value,
         }
-        let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry(self.kind.list_field(), &Entries(self.kind, &self.entries))?;
-        m.serialize_entry("next", &self.next)?;
-        m.end()
+
+        #[derive(Serialize, ToSchema)]
+        pub struct $list<'a> {
+            #[serde(rename = $list_field)]
+            pub entries: Vec<$entry<'a>>,
+            /// the cursor of the next page (`after`); null on the last
+            #[schema(value_type = Option<$id_type>, required)]
+            pub next: Option<ResultId>,
+        }
+    };
+}
+
+result_answers!(JobResultEntry, JobResultList, job_id: JobId, "job-results", JobResult);
+result_answers!(
+    ApplicationResultEntry,
+    ApplicationResultList,
+    application_id: ApplicationId,
+    "application-results",
+    ApplicationResult
+);
+
+/// A result-store entry's path: the cluster and the entry's id (parsed by the route, with
+/// the message naming the kind's id field).
+#[derive(Deserialize)]
+struct EntryPath {
+    cluster: String,
+    id: String,
+}
+
+impl EntryPath {
+    fn key(&self, kind: ResultKind) -> ApiResult<(ClusterId, ResultId)> {
+        Ok((
+            parse_cluster(&self.cluster)?,
+            parse_id(kind, kind.entry_id_field(), &self.id)?,
+        ))
     }
+}
+
+/// `GET .../job-results` and `.../application-results`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+struct ListQuery {
+    /// dirty, clean or all (default)
+    #[param(inline, value_type = Option<StateParam>)]
+    state: Option<String>,
+    /// page size, 1-10000 (default 1000)
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 10000)]
+    limit: Option<String>,
+    /// the `next` cursor of the previous page
+    #[param(value_type = Option<JobId>)]
+    after: Option<String>,
+}
+
+// The values of a listing's `state`.
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // a parameter's schema
+enum StateParam {
+    Dirty,
+    Clean,
+    All,
 }
 
 fn entry_path(cluster: &ClusterId, id: ResultId) -> String {
@@ -106,25 +130,16 @@ fn entry_path(cluster: &ClusterId, id: ResultId) -> String {
     }
 }
 
-fn parse_key(
-    kind: ResultKind, (cluster, id): (String, String),
-) -> ApiResult<(ClusterId, ResultId)> {
-    Ok((
-        parse_cluster(&cluster)?,
-        parse_id(kind, kind.entry_id_field(), &id)?,
-    ))
-}
-
 /// An id of the kind's entries, named `what` in the message.
 fn parse_id(kind: ResultKind, what: &str, raw: &str) -> ApiResult<ResultId> {
     ResultId::parse(kind, raw).map_err(|e| super::bad_id(what, raw, e))
 }
 
+/// `createDirtyResult`: the entry created, and its path.
 async fn create(
-    kind: ResultKind, State(state): State<AppState>, PathParams(cluster): PathParams<String>,
-    JsonValue(body): JsonValue,
-) -> ApiResult<Response> {
-    let cluster = parse_cluster(&cluster)?;
+    kind: ResultKind, state: &AppState, cluster: &str, body: Value,
+) -> ApiResult<(String, ResultEntry)> {
+    let cluster = parse_cluster(cluster)?;
     let (id, result) = parse_envelope(kind, body).map_err(ApiError::BadRequest)?;
     let entry = state
         .store
@@ -134,31 +149,25 @@ async fn create(
             StoreError::Conflict => ApiError::ResultExists(id),
             e => e.into(),
         })?;
-    Ok((
-        StatusCode::CREATED,
-        [(header::LOCATION, entry_path(&cluster, id))],
-        Json(EntryBody { kind, entry }),
-    )
-        .into_response())
+    Ok((entry_path(&cluster, id), entry))
 }
 
-async fn fetch(
-    kind: ResultKind, State(state): State<AppState>, PathParams(key): PathParams<(String, String)>,
-) -> ApiResult<Json<EntryBody>> {
-    let (cluster, id) = parse_key(kind, key)?;
+async fn fetch(kind: ResultKind, state: &AppState, path: &EntryPath) -> ApiResult<ResultEntry> {
+    let (cluster, id) = path.key(kind)?;
     match state.store.get_result(&cluster, id).await? {
-        Some(entry) => Ok(Json(EntryBody { kind, entry })),
+        Some(entry) => Ok(entry),
         None => Err(ApiError::ResultNotFound(id)),
     }
 }
 
+/// `markResultAsClean`: the entry, clean; `None` when `--delete-on-commit` deleted it.
 async fn clean(
-    kind: ResultKind, State(state): State<AppState>, PathParams(key): PathParams<(String, String)>,
-) -> ApiResult<Response> {
-    let (cluster, id) = parse_key(kind, key)?;
+    kind: ResultKind, state: &AppState, path: &EntryPath,
+) -> ApiResult<Option<ResultEntry>> {
+    let (cluster, id) = path.key(kind)?;
     if state.config.delete_on_commit {
         return match state.store.delete_result(&cluster, id).await? {
-            true => Ok(StatusCode::NO_CONTENT.into_response()),
+            true => Ok(None),
             false => Err(ApiError::ResultNotPresent(id)),
         };
     }
@@ -170,31 +179,22 @@ async fn clean(
             StoreError::NotFound => ApiError::ResultNotPresent(id),
             e => e.into(),
         })?;
-    Ok(Json(EntryBody { kind, entry }).into_response())
+    Ok(Some(entry))
 }
 
-async fn remove(
-    kind: ResultKind, State(state): State<AppState>, PathParams(key): PathParams<(String, String)>,
-) -> ApiResult<StatusCode> {
-    let (cluster, id) = parse_key(kind, key)?;
+async fn remove(kind: ResultKind, state: &AppState, path: &EntryPath) -> ApiResult<StatusCode> {
+    let (cluster, id) = path.key(kind)?;
     match state.store.delete_result(&cluster, id).await? {
         true => Ok(StatusCode::NO_CONTENT),
         false => Err(ApiError::ResultNotFound(id)),
     }
 }
 
-#[derive(serde::Deserialize)]
-struct ListQuery {
-    state: Option<String>,
-    limit: Option<String>,
-    after: Option<String>,
-}
-
+/// A page of entries and the id of the last one when another page follows.
 async fn list(
-    kind: ResultKind, State(state): State<AppState>, PathParams(cluster): PathParams<String>,
-    QueryParams(q): QueryParams<ListQuery>,
-) -> ApiResult<Json<ListBody>> {
-    let cluster = parse_cluster(&cluster)?;
+    kind: ResultKind, state: &AppState, cluster: &str, q: ListQuery,
+) -> ApiResult<(Vec<ResultEntry>, Option<ResultId>)> {
+    let cluster = parse_cluster(cluster)?;
     let filter = match q.state.as_deref() {
         None | Some("all") => StateFilter::All,
         Some("dirty") => StateFilter::Only(ResultState::Dirty),
@@ -230,11 +230,7 @@ async fn list(
     } else {
         None
     };
-    Ok(Json(ListBody {
-        kind,
-        entries,
-        next,
-    }))
+    Ok((entries, next))
 }
 
 /// `limit`: 1 to [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent.
@@ -252,6 +248,149 @@ pub fn parse_limit(raw: Option<&str>) -> ApiResult<u32> {
             }),
     }
 }
+
+/// Defines the routes of one result kind in module `$module`: the six requests with their
+/// OpenAPI operations, answering `$entry`s and `$list`s of ids of `ResultId::$variant`.
+macro_rules! result_routes {
+    (
+        mod $module:ident, $kind:ident, $base:literal, $noun:literal, $tag:literal,
+        $file:ty, $entry:ident, $list:ident, $id:ident, $id_type:ty
+    ) => {
+        pub mod $module {
+            use super::*;
+
+            const KIND: ResultKind = ResultKind::$kind;
+
+            pub(super) fn router() -> OpenApiRouter<AppState> {
+                OpenApiRouter::new()
+                    .routes(routes!(create_entry, list_entries))
+                    .routes(routes!(get_entry, head_entry, delete_entry))
+                    .routes(routes!(clean_entry))
+            }
+
+            /// The answer of an entry of this kind.
+            pub fn answer(e: &ResultEntry) -> $entry<'_> {
+                $entry {
+                    cluster_id: &e.cluster_id,
+                    $id: e.id,
+                    state: e.state,
+                    created_at: time(e.created_at),
+                    cleaned_at: e.cleaned_at.map(time),
+                    result: &e.result,
+                }
+            }
+
+            #[utoipa::path(post, path = $base, tag = $tag,
+                summary = concat!("Register a dirty ", $noun, " result (createDirtyResult)"),
+                params(ClusterPath), request_body(content = $file),
+                responses(
+                    (status = 201, description = "Created, state dirty", body = $entry),
+                    (status = 400, description = "Malformed id or body", body = ErrorBody),
+                    (status = 409, description = "An entry with this id exists (dirty or clean)", body = ErrorBody),
+                    (status = 413, description = "Body over the limit", body = ErrorBody),
+                    (status = 415, description = "Not a JSON body", body = ErrorBody),
+                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            async fn create_entry(
+                State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+                JsonValue(body): JsonValue,
+            ) -> ApiResult<Response> {
+                let (location, entry) = create(KIND, &state, &path.cluster, body).await?;
+                let answer = Json(answer(&entry));
+                Ok((StatusCode::CREATED, [(header::LOCATION, location)], answer).into_response())
+            }
+
+            #[utoipa::path(get, path = $base, tag = $tag,
+                summary = concat!("List ", $noun, " results of a cluster, ordered by id (getDirtyResults with state=dirty)"),
+                params(ClusterPath, ListQuery),
+                responses(
+                    (status = 200, description = "A page of entries", body = $list),
+                    (status = 400, description = "Malformed query", body = ErrorBody),
+                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            async fn list_entries(
+                State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+                QueryParams(q): QueryParams<ListQuery>,
+            ) -> ApiResult<Response> {
+                let (entries, next) = list(KIND, &state, &path.cluster, q).await?;
+                let page = $list {
+                    entries: entries.iter().map(answer).collect(),
+                    next,
+                };
+                Ok(Json(page).into_response())
+            }
+
+            #[utoipa::path(get, path = concat!($base, "/{id}"), tag = $tag,
+                summary = concat!("Read one ", $noun, " result"),
+                params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))),
+                responses(
+                    (status = 200, description = "The entry", body = $entry),
+                    (status = 400, description = "Malformed id", body = ErrorBody),
+                    (status = 404, description = "No such entry", body = ErrorBody),
+                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            async fn get_entry(
+                State(state): State<AppState>, PathParams(path): PathParams<EntryPath>,
+            ) -> ApiResult<Response> {
+                let entry = fetch(KIND, &state, &path).await?;
+                Ok(Json(answer(&entry)).into_response())
+            }
+
+            #[utoipa::path(head, path = concat!($base, "/{id}"), tag = $tag,
+                summary = concat!("Whether a ", $noun, " result exists (hasJobResultEntry)"),
+                params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))),
+                responses(
+                    (status = 200, description = "Present"),
+                    (status = 400, description = "Malformed id"),
+                    (status = 404, description = "Absent")))]
+            async fn head_entry(
+                state: State<AppState>, path: PathParams<EntryPath>,
+            ) -> ApiResult<Response> {
+                // The answer of GET, whose body the server leaves out.
+                get_entry(state, path).await
+            }
+
+            #[utoipa::path(delete, path = concat!($base, "/{id}"), tag = $tag,
+                summary = concat!("Remove a stale ", $noun, " result (an operator's tool)"),
+                params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))),
+                responses(
+                    (status = 204, description = "Removed"),
+                    (status = 400, description = "Malformed id", body = ErrorBody),
+                    (status = 404, description = "No such entry", body = ErrorBody),
+                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            async fn delete_entry(
+                State(state): State<AppState>, PathParams(path): PathParams<EntryPath>,
+            ) -> ApiResult<StatusCode> {
+                remove(KIND, &state, &path).await
+            }
+
+            #[utoipa::path(post, path = concat!($base, "/{id}/clean"), tag = $tag,
+                summary = concat!("Mark a ", $noun, " result clean (markResultAsClean)"),
+                params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))),
+                responses(
+                    (status = 200, description = "Clean (also when it already was; cleaned-at unchanged)", body = $entry),
+                    (status = 204, description = "Deleted (with --delete-on-commit)"),
+                    (status = 400, description = "Malformed id", body = ErrorBody),
+                    (status = 404, description = "Not present in the store", body = ErrorBody),
+                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            async fn clean_entry(
+                State(state): State<AppState>, PathParams(path): PathParams<EntryPath>,
+            ) -> ApiResult<Response> {
+                Ok(match clean(KIND, &state, &path).await? {
+                    Some(entry) => Json(answer(&entry)).into_response(),
+                    None => StatusCode::NO_CONTENT.into_response(),
+                })
+            }
+        }
+    };
+}
+
+result_routes!(
+    mod job, Job, "/v1/clusters/{cluster}/job-results", "job", "job results",
+    JobResultFile, JobResultEntry, JobResultList, job_id, JobId
+);
+result_routes!(
+    mod application, Application, "/v1/clusters/{cluster}/application-results", "application",
+    "application results", ApplicationResultFile, ApplicationResultEntry, ApplicationResultList,
+    application_id, ApplicationId
+);
 
 #[cfg(test)]
 mod tests {
@@ -307,7 +446,11 @@ mod tests {
         for kind in [ResultKind::Job, ResultKind::Application] {
             for entry in entries(kind) {
                 let want = serde_json::to_string(&as_tree(kind, &entry)).unwrap();
-                let got = serde_json::to_string(&EntryBody { kind, entry }).unwrap();
+                let got = match kind {
+                    ResultKind::Job => serde_json::to_string(&job::answer(&entry)),
+                    ResultKind::Application => serde_json::to_string(&application::answer(&entry)),
+                }
+                .unwrap();
                 assert_eq!(got, want);
             }
         }
@@ -327,12 +470,18 @@ mod tests {
                 let list: Vec<Value> = entries.iter().map(|e| as_tree(kind, e)).collect();
                 let want = serde_json::to_string(&json!({ kind.list_field(): list, "next": next }))
                     .unwrap();
-                let page = ListBody {
-                    kind,
-                    entries,
-                    next,
-                };
-                assert_eq!(serde_json::to_string(&page).unwrap(), want);
+                let got = match kind {
+                    ResultKind::Job => serde_json::to_string(&JobResultList {
+                        entries: entries.iter().map(job::answer).collect(),
+                        next,
+                    }),
+                    ResultKind::Application => serde_json::to_string(&ApplicationResultList {
+                        entries: entries.iter().map(application::answer).collect(),
+                        next,
+                    }),
+                }
+                .unwrap();
+                assert_eq!(got, want);
             }
         }
     }

@@ -2,49 +2,41 @@
 //! without the `/v1/clusters/{cluster}` prefix; plus the operation list, the `complete`
 //! route for executors outside the service, and the per-cluster configuration.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::answers::{
-    ClusterAnswer, ClusterList, FlinkStatus, OperationAnswer, OperationPage, RequestId,
+    ClusterAnswer, ClusterList, OperationAnswer, OperationPage, RequestId, SavepointStatus,
 };
-use super::error::{ApiError, ApiResult};
-use super::extract::{JsonValue, PathParams, QueryParams, RawBody};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ClusterPath, JsonValue, PathParams, QueryParams, RawBody};
+use super::openapi::flink_routes;
 use super::results::parse_limit;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId};
+use crate::result_file::schema::FailureCause;
 use crate::result_file::{reject_long_numbers, reject_nul};
 use crate::store::{
     ClusterConfig, ConfiguredBy, FormatType, NewOperation, Operation, OperationFilter,
     OperationKey, OperationKind, OperationStatus, Outcome, StoreError,
 };
 
-pub fn router() -> Router<AppState> {
-    let mut r = Router::new();
-    for prefix in super::FLINK_PREFIXES {
-        r = r
-            .route(
-                &format!("{prefix}/jobs/{{jobid}}/savepoints"),
-                post(trigger),
-            )
-            .route(&format!("{prefix}/jobs/{{jobid}}/stop"), post(stop))
-            .route(
-                &format!("{prefix}/jobs/{{jobid}}/savepoints/{{triggerid}}"),
-                get(status),
-            );
-    }
-    r.route(
-        "/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete",
-        post(complete),
-    )
-    .route("/v1/clusters/{cluster}/savepoint-operations", get(list))
-    .route("/v1/clusters/{cluster}", get(get_cluster).put(put_cluster))
-    .route("/v1/clusters", get(list_clusters))
+pub fn router() -> OpenApiRouter<AppState> {
+    let mut r = OpenApiRouter::new();
+    r = flink_routes(r, routes!(trigger));
+    r = flink_routes(r, routes!(stop));
+    r = flink_routes(r, routes!(status));
+    r.routes(routes!(complete))
+        .routes(routes!(list))
+        .routes(routes!(get_cluster, put_cluster))
+        .routes(routes!(list_clusters))
 }
 
 /// The path of Flink's routes, as the request spelt it: the cluster of the prefix (none: the
@@ -57,6 +49,65 @@ pub(super) struct FlinkPath {
 }
 
 pub(super) type Params = PathParams<FlinkPath>;
+
+/// The parameter of Flink's `/jobs/{jobid}/...` routes (the prefixes add the cluster).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // the routes read a FlinkPath; this documents it
+pub(super) struct JobParam {
+    /// Flink job id
+    #[param(value_type = JobId)]
+    jobid: (),
+}
+
+/// The parameters of Flink's `/jobs/{jobid}/.../{triggerid}` routes.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // the routes read a FlinkPath; this documents it
+pub(super) struct TriggerParam {
+    /// Flink job id
+    #[param(value_type = JobId)]
+    jobid: (),
+    /// the request-id
+    #[param(value_type = TriggerId)]
+    triggerid: (),
+}
+
+/// A field as it was sent: absent (`None`), or present with any value, `null` included
+/// (`Some(Value::Null)`), so that each field's own checks give their own messages.
+pub(super) fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// `complete`'s body: exactly one of location and failure-cause.
+#[derive(Deserialize, ToSchema)]
+struct CompleteBody {
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = String, min_length = 1, required = false)]
+    location: Option<Value>,
+    #[serde(rename = "failure-cause", default, deserialize_with = "present")]
+    #[schema(value_type = FailureCause, required = false)]
+    failure_cause: Option<Value>,
+}
+
+/// `PUT /v1/clusters/{cluster}`: each field a non-empty string, or null to unset it; the
+/// cluster's own id may be given too.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct ClusterUpdate {
+    /// the Flink REST URL jobstore drives savepoints on
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, pattern = "^https?://.+")]
+    flink_rest_url: Option<Value>,
+    /// the default savepoint directory
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, min_length = 1)]
+    savepoint_directory: Option<Value>,
+    /// the cluster's id, as in the path (optional)
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = ClusterId, required = false)]
+    cluster_id: Option<Value>,
+}
 
 /// Flink's message for a path parameter that does not parse.
 fn bad_param(name: &str, raw: &str) -> ApiError {
@@ -101,16 +152,23 @@ impl FlinkPath {
 }
 
 /// `/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
 struct OperationPath {
+    /// Flink's high-availability.cluster-id
+    #[param(value_type = ClusterId)]
     cluster: String,
+    /// Flink job id
+    #[param(value_type = JobId)]
     jobid: String,
+    /// the request-id
+    #[param(value_type = TriggerId)]
     triggerid: String,
 }
 
 /// Flink's `SavepointTriggerRequestBody`.
-#[derive(Deserialize)]
-struct SavepointTriggerRequest {
+#[derive(Deserialize, ToSchema)]
+struct SavepointTriggerRequestBody {
     #[serde(rename = "target-directory")]
     target_directory: Option<String>,
     #[serde(rename = "cancel-job")]
@@ -120,8 +178,8 @@ struct SavepointTriggerRequest {
 }
 
 /// Flink's `StopWithSavepointRequestBody`.
-#[derive(Deserialize)]
-struct StopWithSavepointRequest {
+#[derive(Deserialize, ToSchema)]
+struct StopWithSavepointRequestBody {
     #[serde(rename = "targetDirectory")]
     target_directory: Option<String>,
     drain: Option<bool>,
@@ -130,10 +188,12 @@ struct StopWithSavepointRequest {
 }
 
 /// The fields both of Flink's savepoint trigger bodies have.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct TriggerFields {
+    #[schema(pattern = "^[0-9a-fA-F]{32}$")]
     trigger_id: Option<String>,
+    #[schema(inline, value_type = Option<FormatType>)]
     format_type: Option<String>,
 }
 
@@ -182,11 +242,11 @@ pub(super) fn without_nul(s: Option<String>, body_type: &str) -> ApiResult<Optio
 fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
     let (body_type, target_directory, flag, common) = if stop {
         let body_type = "StopWithSavepointRequestBody";
-        let b: StopWithSavepointRequest = flink_body(bytes, body_type)?;
+        let b: StopWithSavepointRequestBody = flink_body(bytes, body_type)?;
         (body_type, b.target_directory, b.drain, b.common)
     } else {
         let body_type = "SavepointTriggerRequestBody";
-        let b: SavepointTriggerRequest = flink_body(bytes, body_type)?;
+        let b: SavepointTriggerRequestBody = flink_body(bytes, body_type)?;
         (body_type, b.target_directory, b.cancel_job, b.common)
     };
     let TriggerFields {
@@ -208,10 +268,22 @@ fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
     })
 }
 
+#[utoipa::path(post, path = "/jobs/{jobid}/savepoints", tag = "savepoints",
+    summary = "Trigger a savepoint{scope}, as Flink's POST /jobs/:jobid/savepoints",
+    params(JobParam), request_body(content = Option<SavepointTriggerRequestBody>),
+    responses(
+        (status = 202, description = "Accepted; the same triggerId answers the same request-id", body = RequestId),
+        (status = 400, description = "Malformed id or body, or no target directory", body = ErrorBody)))]
 async fn trigger(state: State<AppState>, params: Params, body: RawBody) -> ApiResult<Response> {
     start_operation(state, params, body, false).await
 }
 
+#[utoipa::path(post, path = "/jobs/{jobid}/stop", tag = "savepoints",
+    summary = "Stop a job with a savepoint{scope}, as Flink's POST /jobs/:jobid/stop",
+    params(JobParam), request_body(content = Option<StopWithSavepointRequestBody>),
+    responses(
+        (status = 202, description = "Accepted", body = RequestId),
+        (status = 400, description = "Malformed id or body, or no target directory", body = ErrorBody)))]
 async fn stop(state: State<AppState>, params: Params, body: RawBody) -> ApiResult<Response> {
     start_operation(state, params, body, true).await
 }
@@ -285,12 +357,19 @@ pub(super) async fn create(state: &AppState, new: &NewOperation) -> ApiResult<Op
     Ok(op)
 }
 
+#[utoipa::path(get, path = "/jobs/{jobid}/savepoints/{triggerid}", tag = "savepoints",
+    summary = "Status of a savepoint operation{scope}, as Flink's",
+    params(TriggerParam),
+    responses(
+        (status = 200, description = "IN_PROGRESS or COMPLETED", body = SavepointStatus),
+        (status = 400, description = "Malformed id", body = ErrorBody),
+        (status = 404, description = "No such operation", body = ErrorBody)))]
 async fn status(
     State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<FlinkStatus>> {
+) -> ApiResult<Json<SavepointStatus>> {
     let key = params.key(&state)?;
     match state.store.get_operation(&key).await? {
-        Some(op) if op.kind.is_savepoint() => Ok(Json(FlinkStatus::of(&op))),
+        Some(op) if op.kind.is_savepoint() => Ok(Json(SavepointStatus::of(&op))),
         _ => Err(ApiError::OperationNotFound {
             job: key.job,
             trigger: key.request,
@@ -298,6 +377,16 @@ async fn status(
     }
 }
 
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete",
+    tag = "savepoint operations",
+    summary = "Complete an operation (for an executor outside this service)",
+    params(OperationPath), request_body(content = CompleteBody),
+    responses(
+        (status = 200, description = "Completed (also when completed before with the same result)", body = OperationAnswer),
+        (status = 400, description = "Malformed id or body: exactly one of location and failure-cause", body = ErrorBody),
+        (status = 404, description = "No such operation", body = ErrorBody),
+        (status = 409, description = "Completed before with a different result", body = ErrorBody),
+        (status = 415, description = "Not a JSON body", body = ErrorBody)))]
 async fn complete(
     State(state): State<AppState>, PathParams(path): PathParams<OperationPath>,
     JsonValue(body): JsonValue,
@@ -305,7 +394,7 @@ async fn complete(
     let cluster = parse_cluster(&path.cluster)?;
     let job: JobId = parse_hex("job id", &path.jobid)?;
     let request: TriggerId = parse_hex("trigger id", &path.triggerid)?;
-    let Value::Object(mut body) = body else {
+    let Value::Object(body) = body else {
         return Err(ApiError::BadRequest(
             "the body must be {\"location\": \"...\"} or {\"failure-cause\": {...}}".into(),
         ));
@@ -314,7 +403,9 @@ async fn complete(
         reject_nul(value, field).map_err(ApiError::BadRequest)?;
         reject_long_numbers(value, field).map_err(ApiError::BadRequest)?;
     }
-    let outcome = match (body.remove("location"), body.remove("failure-cause")) {
+    let body: CompleteBody = serde_json::from_value(Value::Object(body))
+        .map_err(|e| ApiError::BadRequest(format!("malformed body: {e}")))?;
+    let outcome = match (body.location, body.failure_cause) {
         (Some(Value::String(l)), None) if !l.is_empty() => Outcome::Location(l),
         (None, Some(c @ Value::Object(_))) => Outcome::FailureCause(c),
         (Some(_), Some(_)) | (None, None) => {
@@ -366,21 +457,39 @@ async fn complete(
     Ok(Json(OperationAnswer::of(&op)).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// only this job's
     #[serde(rename = "job-id")]
+    #[param(value_type = Option<JobId>)]
     job_id: Option<String>,
+    /// only these
+    #[param(inline, value_type = Option<OperationStatus>)]
     status: Option<String>,
+    /// only these
+    #[param(inline, value_type = Option<OperationKind>)]
     kind: Option<String>,
+    /// page size, 1-10000 (default 1000)
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 10000)]
     limit: Option<String>,
+    /// the `next` cursor of the previous page
+    #[param(pattern = "^[0-9a-fA-F]{64}$")]
     after: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/savepoint-operations",
+    tag = "savepoint operations",
+    summary = "List a cluster's savepoint operations, ordered by job id and request id",
+    params(ClusterPath, ListQuery),
+    responses(
+        (status = 200, description = "A page of operations", body = OperationPage),
+        (status = 400, description = "Malformed query", body = ErrorBody)))]
 async fn list(
-    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Response> {
-    let cluster = parse_cluster(&cluster)?;
+    let cluster = path.cluster()?;
     let job = q
         .job_id
         .as_deref()
@@ -455,10 +564,17 @@ fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
     }
 }
 
+#[utoipa::path(get, path = "/v1/clusters/{cluster}", tag = "clusters",
+    summary = "A cluster's savepoint configuration",
+    params(ClusterPath),
+    responses(
+        (status = 200, description = "The cluster", body = ClusterAnswer),
+        (status = 400, description = "Malformed cluster id", body = ErrorBody),
+        (status = 404, description = "Not configured", body = ErrorBody)))]
 async fn get_cluster(
-    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
 ) -> ApiResult<Response> {
-    let cluster = parse_cluster(&cluster)?;
+    let cluster = path.cluster()?;
     match state.store.get_cluster(&cluster).await? {
         Some(c) => Ok(Json(ClusterAnswer::of(&c)).into_response()),
         // The default cluster always exists; its values come from the serve flags.
@@ -471,55 +587,52 @@ async fn get_cluster(
     }
 }
 
+#[utoipa::path(put, path = "/v1/clusters/{cluster}", tag = "clusters",
+    summary = "Set a cluster's Flink REST URL and default savepoint directory",
+    params(ClusterPath), request_body(content = ClusterUpdate),
+    responses(
+        (status = 200, description = "The cluster", body = ClusterAnswer),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 415, description = "Not a JSON body", body = ErrorBody)))]
 async fn put_cluster(
-    State(state): State<AppState>, PathParams(cluster): PathParams<String>,
+    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
     JsonValue(body): JsonValue,
 ) -> ApiResult<Response> {
-    let cluster = parse_cluster(&cluster)?;
+    let cluster = path.cluster()?;
     let Value::Object(body) = body else {
         return Err(ApiError::BadRequest(
             "the body must be {\"flink-rest-url\": str|null, \"savepoint-directory\": str|null}"
                 .into(),
         ));
     };
-    let mut config = empty_cluster(&cluster);
-    for (field, value) in body {
-        reject_nul(&value, &field).map_err(ApiError::BadRequest)?;
-        let value = match value {
-            Value::Null => None,
-            Value::String(s) if !s.is_empty() => Some(s),
-            _ => {
-                return Err(ApiError::BadRequest(format!(
-                    "field `{field}` must be a non-empty string or null"
-                )));
-            }
-        };
-        match field.as_str() {
-            "flink-rest-url" => {
-                config.flink_rest_url = match value {
-                    Some(url) => {
-                        let url = validate_flink_url(&url)?;
-                        state
-                            .config
-                            .flink_allowed_hosts
-                            .check_url(url.as_str())
-                            .await
-                            .map_err(|e| {
-                                ApiError::BadRequest(format!("field `flink-rest-url`: {e}"))
-                            })?;
-                        Some(url)
-                    }
-                    None => None,
-                };
-            }
-            "savepoint-directory" => config.savepoint_directory = value,
-            "cluster-id" if value.as_deref() == Some(cluster.as_str()) => {}
-            other => {
-                return Err(ApiError::BadRequest(format!(
-                    "unknown field `{other}`: expected flink-rest-url and savepoint-directory"
-                )));
-            }
+    for (field, value) in &body {
+        reject_nul(value, field).map_err(ApiError::BadRequest)?;
+        if !["flink-rest-url", "savepoint-directory", "cluster-id"].contains(&field.as_str()) {
+            return Err(ApiError::BadRequest(format!(
+                "unknown field `{field}`: expected flink-rest-url and savepoint-directory"
+            )));
         }
+    }
+    let body: ClusterUpdate = serde_json::from_value(Value::Object(body))
+        .map_err(|e| ApiError::BadRequest(format!("malformed body: {e}")))?;
+    let mut config = empty_cluster(&cluster);
+    if body.cluster_id.is_some()
+        && text_field("cluster-id", body.cluster_id)?.as_deref() != Some(cluster.as_str())
+    {
+        return Err(ApiError::BadRequest(
+            "unknown field `cluster-id`: expected flink-rest-url and savepoint-directory".into(),
+        ));
+    }
+    config.savepoint_directory = text_field("savepoint-directory", body.savepoint_directory)?;
+    if let Some(url) = text_field("flink-rest-url", body.flink_rest_url)? {
+        let url = validate_flink_url(&url)?;
+        state
+            .config
+            .flink_allowed_hosts
+            .check_url(url.as_str())
+            .await
+            .map_err(|e| ApiError::BadRequest(format!("field `flink-rest-url`: {e}")))?;
+        config.flink_rest_url = Some(url);
     }
     let stored = state
         .store
@@ -530,12 +643,26 @@ async fn put_cluster(
     Ok(Json(ClusterAnswer::of(&stored)).into_response())
 }
 
+/// A field that is a non-empty string, or null (or absent: `None`).
+fn text_field(field: &str, value: Option<Value>) -> ApiResult<Option<String>> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s)),
+        Some(_) => Err(ApiError::BadRequest(format!(
+            "field `{field}` must be a non-empty string or null"
+        ))),
+    }
+}
+
 /// A Flink REST URL, normalised (see [`FlinkRestUrl`]); 400 otherwise.
 fn validate_flink_url(url: &str) -> ApiResult<FlinkRestUrl> {
     url.parse()
         .map_err(|e| ApiError::BadRequest(format!("field `flink-rest-url` {e}")))
 }
 
+#[utoipa::path(get, path = "/v1/clusters", tag = "clusters",
+    summary = "Every configured cluster, and the default one",
+    responses((status = 200, description = "The clusters", body = ClusterList)))]
 async fn list_clusters(State(state): State<AppState>) -> ApiResult<Response> {
     let mut clusters = state.store.list_clusters().await?;
     if !clusters

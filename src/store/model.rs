@@ -12,7 +12,8 @@ use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId, sql_text};
 use crate::result_file::{ResultId, ResultKind};
 
 /// Defines an enum the schema keeps as text (its CHECK lists the same strings): `as_str`,
-/// `FromStr`, `Display` and the database encoding.
+/// `FromStr`, `Display`, its JSON form (the text) and its OpenAPI schema (a string of these
+/// values), and the database encoding.
 macro_rules! text_enum {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+ }) => {
         $(#[$doc])*
@@ -49,6 +50,23 @@ macro_rules! text_enum {
                 f.write_str(self.as_str())
             }
         }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
 
         sql_text!($name);
     };
@@ -96,12 +114,6 @@ text_enum!(
         Clean = "clean",
     }
 );
-
-impl serde::Serialize for ResultState {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
 
 /// One job result or application result as stored.
 #[derive(Debug, Clone, PartialEq)]

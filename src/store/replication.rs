@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use super::postgres::PgDb;
 
 /// The kinds of replication, as `/readyz` names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Replication {
     Synchronous,
@@ -46,9 +46,10 @@ impl Replication {
 }
 
 /// The outcome of one check (`/readyz`'s `database` field).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct DatabaseStatus {
+    #[schema(inline)]
     pub replication: Replication,
     /// Standbys attached to the server (rows of `pg_stat_replication`).
     pub standbys: i64,

@@ -1068,7 +1068,7 @@ async fn trigger_savepoint(
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(axum::body::Body::from("{}"))
                 .map_err(|_| Failure::BadRequest("The request could not be made.".to_owned()))?;
-            let res = crate::http::savepoints::router()
+            let res = axum::Router::from(crate::http::savepoints::router())
                 .with_state(st)
                 .oneshot(req)
                 .await

@@ -12,7 +12,7 @@ const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/snapshots/ope
 
 #[test]
 fn openapi_document_matches_the_snapshot() {
-    let current = serde_json::to_string_pretty(&openapi::document()).unwrap() + "\n";
+    let current = serde_json::to_string_pretty(openapi::document()).unwrap() + "\n";
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(SNAPSHOT, &current).unwrap();
         return;
@@ -32,11 +32,18 @@ fn openapi_document_matches_the_snapshot() {
 async fn every_documented_operation_is_routed() {
     let ts = TestStore::new(Backend::Sqlite).await;
     let api = ts.api(HttpConfig::default());
-    let ops = openapi::operations();
+    let ops: Vec<(&str, &str)> = openapi::document()["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            let methods = item.as_object().unwrap().keys();
+            methods.map(move |m| (m.as_str(), path.as_str()))
+        })
+        .collect();
     assert!(ops.len() >= 27, "{} operations documented", ops.len());
-    for op in ops {
-        let path = op
-            .path
+    for (op_method, op_path) in ops {
+        let path = op_path
             .replace("{cluster}", "c1")
             .replace("{id}", &"a".repeat(32))
             .replace("{jobid}", &"b".repeat(32))
@@ -44,21 +51,15 @@ async fn every_documented_operation_is_routed() {
             .replace("{component}", "dispatcher")
             .replace("{kind}", "checkpoint")
             .replace("{name}", "1");
-        let method = Method::from_bytes(op.method.to_uppercase().as_bytes()).unwrap();
+        let method = Method::from_bytes(op_method.to_uppercase().as_bytes()).unwrap();
         let r = api
             .request(method, &path, Some("application/json"), "{}")
             .await;
         let (status, text) = (r.status, r.text());
-        assert_ne!(
-            status,
-            StatusCode::METHOD_NOT_ALLOWED,
-            "{} {path}",
-            op.method
-        );
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{op_method} {path}");
         assert!(
             !text.contains("Unable to load requested file"),
-            "{} {path} is documented but not routed: {status} {text}",
-            op.method
+            "{op_method} {path} is documented but not routed: {status} {text}"
         );
     }
     // And an undocumented route is the fallback's 404.
@@ -114,5 +115,54 @@ fn documented_paths_cover_the_contract() {
                 "{m} {path}"
             );
         }
+    }
+}
+
+const API_DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md");
+const ROUTES_BEGIN: &str = "<!-- routes: generated from the OpenAPI document by tests/integration/openapi.rs; `UPDATE_SNAPSHOTS=1 cargo test --test integration openapi::` rewrites it -->";
+const ROUTES_END: &str = "<!-- /routes -->";
+
+/// The route table of docs/api.md, as the document says it: every operation, its summary and
+/// the statuses it answers.
+fn route_table() -> String {
+    let mut table = String::from("| method | path | what | answers |\n|---|---|---|---|\n");
+    for (path, item) in openapi::document()["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let codes: Vec<&str> = op["responses"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            table += &format!(
+                "| `{}` | `{path}` | {} | {} |\n",
+                method.to_uppercase(),
+                op["summary"].as_str().unwrap().replace('|', "\\|"),
+                codes.join(", ")
+            );
+        }
+    }
+    table
+}
+
+/// docs/api.md's "Every route" table is the generated document's, so the prose reference
+/// and the generated document cannot drift apart.
+#[test]
+fn docs_api_lists_every_route_of_the_document() {
+    let doc = std::fs::read_to_string(API_DOC).unwrap();
+    let (Some(begin), Some(end)) = (doc.find(ROUTES_BEGIN), doc.find(ROUTES_END)) else {
+        panic!("docs/api.md has no generated route table between {ROUTES_BEGIN} and {ROUTES_END}");
+    };
+    let current = format!("{ROUTES_BEGIN}\n{}{ROUTES_END}", route_table());
+    let stored = &doc[begin..end + ROUTES_END.len()];
+    if stored != current {
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(API_DOC, doc.replace(stored, &current)).unwrap();
+            return;
+        }
+        panic!(
+            "docs/api.md's route table differs from the OpenAPI document: run \
+             `UPDATE_SNAPSHOTS=1 cargo test --test integration openapi::` and review the diff"
+        );
     }
 }
