@@ -337,6 +337,18 @@ macro_rules! id_schema {
                 $name.into()
             }
         }
+
+        impl utoipa::PartialSchema for &$t {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                <$t as utoipa::PartialSchema>::schema()
+            }
+        }
+
+        impl utoipa::ToSchema for &$t {
+            fn name() -> std::borrow::Cow<'static, str> {
+                $name.into()
+            }
+        }
     };
 }
 

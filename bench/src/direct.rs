@@ -136,7 +136,7 @@ impl Store {
             .get_operation(&key(cluster, job, trigger))
             .await
             .ok()??;
-        serde_json::to_vec(&jobstore::http::answers::SavepointStatus::of(&op)).ok()
+        serde_json::to_vec(&jobstore::http::answers::FlinkStatus::of(&op)).ok()
     }
 
     /// The `state=dirty` listing as the HTTP handler asks it: the default page of 1,000,

@@ -4,9 +4,8 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{PartialSchema, ToSchema};
 
-use super::results::time;
 use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId};
 use crate::metrics::ExecutorState;
 use crate::result_file::schema::FailureCause;
@@ -14,6 +13,42 @@ use crate::store::{
     CheckpointType, ClusterConfig, DatabaseStatus, FormatType, Operation, OperationKind,
     OperationStatus, Outcome, Retention, Schedule, Setting, Trigger,
 };
+
+/// An RFC 3339 UTC time as the API prints it.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct Time(String);
+
+impl Time {
+    pub fn of(t: chrono::DateTime<chrono::Utc>) -> Self {
+        Time(t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+    }
+}
+
+impl PartialSchema for Time {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::DateTime,
+            )))
+            .into()
+    }
+}
+
+impl ToSchema for Time {}
+
+/// A field every answer has, `null` when it holds nothing (where an `Option` field is one an
+/// answer may leave out).
+#[derive(Serialize, ToSchema)]
+#[serde(transparent)]
+pub struct Nullable<T>(pub Option<T>);
+
+impl<T> From<Option<T>> for Nullable<T> {
+    fn from(value: Option<T>) -> Self {
+        Nullable(value)
+    }
+}
 
 /// `{"request-id"}`: the answer of every trigger route, as Flink answers it.
 #[derive(Serialize, ToSchema)]
@@ -26,7 +61,6 @@ pub struct RequestId {
 /// Flink's `{"id": "IN_PROGRESS" | "COMPLETED"}`.
 #[derive(Serialize, ToSchema)]
 pub struct StatusId {
-    #[schema(inline)]
     pub id: OperationStatus,
 }
 
@@ -42,92 +76,87 @@ impl StatusId {
     }
 }
 
-/// Flink's status body of a savepoint or a disposal: `IN_PROGRESS` with `"operation":
-/// null`, or `COMPLETED` with the location (a savepoint), nothing (a disposal) or the
-/// failure-cause.
+/// Flink's status body: `IN_PROGRESS` with `"operation": null`, or `COMPLETED` with the
+/// location (a savepoint), the `checkpointId` (a checkpoint), `{}` (a disposal), or the
+/// failure-cause (`failureCause` for checkpoints, as Flink 2.3 spells it there).
 #[derive(Serialize, ToSchema)]
-pub struct SavepointStatus {
-    #[schema(inline)]
+pub struct FlinkStatus {
     pub status: StatusId,
-    #[schema(inline, required)]
-    pub operation: Option<SavepointInfo>,
+    pub operation: Nullable<FlinkOutcome>,
 }
 
-/// What a completed savepoint or disposal of Flink's status body holds.
-#[derive(Serialize, ToSchema)]
-pub struct SavepointInfo {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = String, required = false)]
-    pub location: Option<String>,
-    #[serde(rename = "failure-cause", skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = FailureCause, required = false)]
-    pub failure_cause: Option<Value>,
+/// What a completed operation of Flink's status body holds: exactly one of these.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum FlinkOutcome {
+    Location {
+        location: String,
+    },
+    Checkpoint {
+        #[serde(rename = "checkpointId")]
+        checkpoint_id: i64,
+    },
+    Disposed {},
+    CheckpointFailure {
+        #[serde(rename = "failureCause")]
+        failure_cause: Value,
+    },
+    Failure {
+        #[serde(rename = "failure-cause")]
+        failure_cause: Value,
+    },
 }
 
-impl SavepointStatus {
-    pub fn of(op: &Operation) -> Self {
-        let operation = op.outcome().map(|outcome| match outcome {
-            Outcome::Location(location) => SavepointInfo {
-                location: Some(location),
-                failure_cause: None,
-            },
-            Outcome::FailureCause(cause) => SavepointInfo {
-                location: None,
-                failure_cause: Some(cause),
-            },
-            Outcome::Checkpoint(_) | Outcome::Disposed => SavepointInfo {
-                location: None,
-                failure_cause: None,
-            },
-        });
-        SavepointStatus {
-            status: StatusId::of(op),
-            operation,
-        }
+/// Each of [`FlinkOutcome`]'s forms is an object of its one field (none for a disposal);
+/// no object is two of them.
+impl utoipa::PartialSchema for FlinkOutcome {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Type};
+        let form = |field: Option<(&str, utoipa::openapi::RefOr<_>)>| {
+            let object = ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+            match field {
+                Some((name, schema)) => object.property(name, schema).required(name),
+                None => object,
+            }
+        };
+        let cause = || utoipa::openapi::Ref::from_schema_name("FailureCause").into();
+        OneOfBuilder::new()
+            .item(form(Some(("location", String::schema()))))
+            .item(form(Some(("checkpointId", i64::schema()))))
+            .item(form(None))
+            .item(form(Some(("failureCause", cause()))))
+            .item(form(Some(("failure-cause", cause()))))
+            .into()
     }
 }
 
-/// Flink's status body of a checkpoint: `COMPLETED` with the `checkpointId` or the
-/// `failureCause` (as Flink 2.3 spells it there).
-#[derive(Serialize, ToSchema)]
-pub struct CheckpointStatus {
-    #[schema(inline)]
-    pub status: StatusId,
-    #[schema(inline, required)]
-    pub operation: Option<CheckpointInfo>,
+impl ToSchema for FlinkOutcome {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        schemas.push((FailureCause::name().into(), FailureCause::schema()));
+    }
 }
 
-/// What a completed checkpoint of Flink's status body holds.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckpointInfo {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = i64, required = false)]
-    pub checkpoint_id: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = FailureCause, required = false)]
-    pub failure_cause: Option<Value>,
-}
-
-impl CheckpointStatus {
+impl FlinkStatus {
     pub fn of(op: &Operation) -> Self {
         let operation = op.outcome().map(|outcome| match outcome {
-            Outcome::Checkpoint(id) => CheckpointInfo {
-                checkpoint_id: Some(id),
-                failure_cause: None,
-            },
-            Outcome::FailureCause(cause) => CheckpointInfo {
-                checkpoint_id: None,
-                failure_cause: Some(cause),
-            },
-            Outcome::Location(_) | Outcome::Disposed => CheckpointInfo {
-                checkpoint_id: None,
-                failure_cause: None,
-            },
+            Outcome::Location(location) => FlinkOutcome::Location { location },
+            Outcome::Checkpoint(checkpoint_id) => FlinkOutcome::Checkpoint { checkpoint_id },
+            Outcome::Disposed => FlinkOutcome::Disposed {},
+            Outcome::FailureCause(failure_cause) if op.kind == OperationKind::Checkpoint => {
+                FlinkOutcome::CheckpointFailure { failure_cause }
+            }
+            Outcome::FailureCause(failure_cause) => FlinkOutcome::Failure { failure_cause },
         });
-        CheckpointStatus {
+        FlinkStatus {
             status: StatusId::of(op),
-            operation,
+            operation: operation.into(),
         }
     }
 }
@@ -139,53 +168,42 @@ impl CheckpointStatus {
 #[serde(rename_all = "kebab-case")]
 #[schema(as = SavepointOperation)]
 pub struct OperationAnswer<'a> {
-    #[schema(value_type = ClusterId)]
-    pub cluster_id: &'a ClusterId,
+    cluster_id: &'a ClusterId,
     /// null for a disposal asked through POST /savepoint-disposal
-    #[schema(required)]
-    pub job_id: Option<JobId>,
-    pub request_id: TriggerId,
-    #[schema(inline)]
-    pub kind: OperationKind,
-    #[schema(inline)]
-    pub status: OperationStatus,
-    #[schema(required)]
-    pub target_directory: Option<&'a str>,
-    #[schema(inline)]
-    pub format_type: FormatType,
-    #[schema(required)]
-    pub location: Option<&'a str>,
+    job_id: Nullable<JobId>,
+    request_id: TriggerId,
+    kind: OperationKind,
+    status: OperationStatus,
+    target_directory: Nullable<String>,
+    format_type: FormatType,
+    location: Nullable<String>,
     #[schema(value_type = Option<FailureCause>, required)]
-    pub failure_cause: Option<&'a Value>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime, required)]
-    pub completed_at: Option<String>,
-    #[schema(inline)]
-    pub trigger: Trigger,
-    #[schema(format = DateTime, required)]
-    pub disposed_at: Option<String>,
+    failure_cause: Option<&'a Value>,
+    created_at: Time,
+    completed_at: Nullable<Time>,
+    trigger: Trigger,
+    disposed_at: Nullable<Time>,
     /// checkpoints only (there null when unknown)
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(inline, value_type = Option<CheckpointType>)]
-    pub checkpoint_type: Option<Option<CheckpointType>>,
+    checkpoint_type: Option<Option<CheckpointType>>,
     /// checkpoints only (there null when unknown)
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<i64>)]
-    pub checkpoint_id: Option<Option<i64>>,
+    checkpoint_id: Option<Option<i64>>,
     /// disposals only
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
-    pub savepoint_path: Option<Option<&'a str>>,
+    savepoint_path: Option<Option<&'a str>>,
     /// scheduled operations only
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = String, format = DateTime, required = false)]
-    pub due_at: Option<String>,
+    #[schema(value_type = Time, required = false)]
+    due_at: Option<Time>,
     /// operations of a schedule or a retention policy only: which try of its due time or
     /// savepoint (0 the first)
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = i32, minimum = 0, required = false)]
-    pub retry: Option<i32>,
+    retry: Option<i32>,
 }
 
 impl<'a> OperationAnswer<'a> {
@@ -193,23 +211,23 @@ impl<'a> OperationAnswer<'a> {
         let checkpoint = op.kind == OperationKind::Checkpoint;
         OperationAnswer {
             cluster_id: &op.cluster_id,
-            job_id: (op.job_id != JobId::NONE).then_some(op.job_id),
+            job_id: (op.job_id != JobId::NONE).then_some(op.job_id).into(),
             request_id: op.request_id,
             kind: op.kind,
             status: op.status,
-            target_directory: op.target_directory.as_deref(),
+            target_directory: op.target_directory.clone().into(),
             format_type: op.format_type,
-            location: op.location.as_deref(),
+            location: op.location.clone().into(),
             failure_cause: op.failure_cause.as_ref(),
-            created_at: time(op.created_at),
-            completed_at: op.completed_at.map(time),
+            created_at: Time::of(op.created_at),
+            completed_at: op.completed_at.map(Time::of).into(),
             trigger: op.trigger,
-            disposed_at: op.disposed_at.map(time),
+            disposed_at: op.disposed_at.map(Time::of).into(),
             checkpoint_type: checkpoint.then_some(op.checkpoint_type),
             checkpoint_id: checkpoint.then_some(op.checkpoint_id),
             savepoint_path: (op.kind == OperationKind::Disposal)
                 .then_some(op.savepoint_path.as_deref()),
-            due_at: op.due_at.map(time),
+            due_at: op.due_at.map(Time::of),
             retry: (op.trigger != Trigger::Api).then_some(op.retry),
         }
     }
@@ -223,8 +241,7 @@ pub struct OperationPage<'a> {
     pub operations: Vec<OperationAnswer<'a>>,
     /// the cursor of the next page (`after`: a job id and a request id, 64 hex characters);
     /// null on the last
-    #[schema(required)]
-    pub next: Option<String>,
+    pub next: Nullable<String>,
 }
 
 /// A cluster's savepoint configuration.
@@ -232,12 +249,10 @@ pub struct OperationPage<'a> {
 #[serde(rename_all = "kebab-case")]
 #[schema(as = Cluster)]
 pub struct ClusterAnswer<'a> {
-    #[schema(value_type = ClusterId)]
     pub cluster_id: &'a ClusterId,
     #[schema(value_type = Option<String>, required)]
     pub flink_rest_url: Option<&'a FlinkRestUrl>,
-    #[schema(required)]
-    pub savepoint_directory: Option<&'a str>,
+    pub savepoint_directory: Nullable<String>,
 }
 
 impl<'a> ClusterAnswer<'a> {
@@ -245,7 +260,7 @@ impl<'a> ClusterAnswer<'a> {
         ClusterAnswer {
             cluster_id: &c.cluster_id,
             flink_rest_url: c.flink_rest_url.as_ref(),
-            savepoint_directory: c.savepoint_directory.as_deref(),
+            savepoint_directory: c.savepoint_directory.clone().into(),
         }
     }
 }
@@ -261,29 +276,46 @@ fn duration_text(d: std::time::Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-/// A savepoint schedule, the cluster's (`job-id` null) or a job's.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-#[schema(as = Schedule)]
-pub struct ScheduleAnswer<'a> {
-    #[schema(value_type = ClusterId)]
-    pub cluster_id: &'a ClusterId,
-    #[schema(required)]
-    pub job_id: Option<JobId>,
-    /// null on a job: no schedule for that job
-    #[schema(required)]
-    pub interval: Option<String>,
-    #[schema(inline, value_type = ScheduleKind)]
-    pub kind: OperationKind,
-    #[schema(required)]
-    pub target_directory: Option<&'a str>,
-    #[schema(inline)]
-    pub format_type: FormatType,
-    #[schema(format = DateTime, required)]
-    pub next_due_at: Option<String>,
-    #[schema(format = DateTime, required)]
-    pub last_triggered_at: Option<String>,
+/// Defines the answer of a kind of setting: its cluster and its job (`job-id` null for the
+/// cluster's own), then its own fields.
+macro_rules! setting_answer {
+    ($(#[$meta:meta])* $name:ident { $($(#[$field_meta:meta])* $field:ident: $ty:ty,)* }) => {
+        #[derive(Serialize, ToSchema)]
+        #[serde(rename_all = "kebab-case")]
+        $(#[$meta])*
+        pub struct $name<'a> {
+            pub cluster_id: &'a ClusterId,
+            pub job_id: Nullable<JobId>,
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+    };
 }
+
+setting_answer!(
+    /// A savepoint schedule, the cluster's (`job-id` null) or a job's.
+    #[schema(as = Schedule)]
+    ScheduleAnswer {
+        /// null on a job: no schedule for that job
+        interval: Nullable<String>,
+        #[schema(inline, value_type = ScheduleKind)]
+        kind: OperationKind,
+        target_directory: Nullable<String>,
+        format_type: FormatType,
+        next_due_at: Nullable<Time>,
+        #[schema(required)]
+        last_triggered_at: Option<Time>,
+    }
+);
+
+setting_answer!(
+    /// A savepoint retention policy, the cluster's (`job-id` null) or a job's.
+    #[schema(as = Retention)]
+    RetentionAnswer {
+        max_count: Nullable<i32>,
+        #[schema(required)]
+        max_age: Option<String>,
+    }
+);
 
 /// What a schedule takes.
 #[derive(ToSchema)]
@@ -298,38 +330,23 @@ impl<'a> ScheduleAnswer<'a> {
     pub fn of(s: &'a Schedule) -> Self {
         ScheduleAnswer {
             cluster_id: &s.cluster_id,
-            job_id: s.job_id,
-            interval: s.interval.map(duration_text),
+            job_id: s.job_id.into(),
+            interval: s.interval.map(duration_text).into(),
             kind: s.kind,
-            target_directory: s.target_directory.as_deref(),
+            target_directory: s.target_directory.clone().into(),
             format_type: s.format_type,
-            next_due_at: s.next_due_at.map(time),
-            last_triggered_at: s.last_triggered_at.map(time),
+            next_due_at: s.next_due_at.map(Time::of).into(),
+            last_triggered_at: s.last_triggered_at.map(Time::of),
         }
     }
-}
-
-/// A savepoint retention policy, the cluster's (`job-id` null) or a job's.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "kebab-case")]
-#[schema(as = Retention)]
-pub struct RetentionAnswer<'a> {
-    #[schema(value_type = ClusterId)]
-    pub cluster_id: &'a ClusterId,
-    #[schema(required)]
-    pub job_id: Option<JobId>,
-    #[schema(required)]
-    pub max_count: Option<i32>,
-    #[schema(required)]
-    pub max_age: Option<String>,
 }
 
 impl<'a> RetentionAnswer<'a> {
     pub fn of(r: &'a Retention) -> Self {
         RetentionAnswer {
             cluster_id: &r.cluster_id,
-            job_id: r.job_id,
-            max_count: r.max_count,
+            job_id: r.job_id.into(),
+            max_count: r.max_count.into(),
             max_age: r.max_age.map(duration_text),
         }
     }
@@ -377,11 +394,8 @@ pub struct Health {
 /// last checked).
 #[derive(Serialize, ToSchema)]
 pub struct Ready {
-    #[schema(inline)]
     pub status: ReadyStatus,
-    #[schema(inline)]
     pub executor: ExecutorState,
-    #[schema(inline)]
     pub database: DatabaseStatus,
 }
 

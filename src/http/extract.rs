@@ -48,6 +48,19 @@ impl ClusterPath {
     }
 }
 
+/// The cluster of a route under `/v1/clusters/{cluster}`, checked (its parameter is
+/// documented by [`ClusterPath`]).
+pub struct Cluster(pub ClusterId);
+
+impl<S: Send + Sync> FromRequestParts<S> for Cluster {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let PathParams(path) = PathParams::<ClusterPath>::from_request_parts(parts, state).await?;
+        path.cluster().map(Cluster)
+    }
+}
+
 /// A route under `/v1/clusters/{cluster}` or `/v1/clusters/{cluster}/jobs/{jobid}`: the
 /// cluster and the job, as the request spelt them.
 #[derive(Deserialize, IntoParams)]
@@ -109,6 +122,19 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
                 }
             })
     }
+}
+
+/// The items of every `name` header of a request, split at `separator` and trimmed (the
+/// tags of `If-None-Match`, the pairs of `Cookie`).
+pub fn header_items(
+    headers: &axum::http::HeaderMap, name: axum::http::HeaderName, separator: char,
+) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(name)
+        .into_iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(move |v| v.split(separator))
+        .map(str::trim)
 }
 
 /// Whether the request says its body is JSON (`application/json` or `application/*+json`).

@@ -21,15 +21,15 @@ use utoipa::{IntoParams, IntoResponses, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::answers::{Nullable, Time};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{ClusterPath, JsonValue, PathParams, QueryParams};
+use super::extract::{ClusterPath, JsonValue, PathParams, QueryParams, header_items};
 use super::results::parse_limit;
-use super::results::time;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId};
 use crate::store::{
     Epoch, Fence, HaKind, HandlePage, HandleVersion, LeaderInfo, LeaseView, MAX_HANDLE_BYTES,
-    StateHandle, StateHandleKey, Store, StoreError,
+    StateHandle, StateHandleKey, Store, StoreError, StoreResult,
 };
 
 /// Most handle bytes one page of a state-handle listing holds (beyond its first handle).
@@ -175,6 +175,70 @@ fn body<T: DeserializeOwned>(v: Value) -> ApiResult<T> {
     serde_json::from_value(v).map_err(|e| ApiError::BadRequest(format!("malformed body: {e}")))
 }
 
+/// A path whose parts an HA write checks before it reads its body.
+trait CheckedPath: DeserializeOwned + Send {
+    type Checked: Send;
+    fn check(self) -> ApiResult<Self::Checked>;
+}
+
+impl CheckedPath for ClusterPath {
+    type Checked = ClusterId;
+    fn check(self) -> ApiResult<ClusterId> {
+        self.cluster()
+    }
+}
+
+impl CheckedPath for ComponentPath {
+    type Checked = (ClusterId, String);
+    fn check(self) -> ApiResult<(ClusterId, String)> {
+        let cluster = self.cluster()?;
+        self.component()?;
+        Ok((cluster, self.component))
+    }
+}
+
+impl CheckedPath for JobPath {
+    type Checked = (ClusterId, JobId);
+    fn check(self) -> ApiResult<(ClusterId, JobId)> {
+        Ok((
+            parse_cluster(&self.cluster)?,
+            parse_hex("job id", &self.jobid)?,
+        ))
+    }
+}
+
+impl CheckedPath for HandlePath {
+    /// The handle's key needs the body's job: the path is checked whole by `key`.
+    type Checked = (ClusterId, HandlePath);
+    fn check(self) -> ApiResult<(ClusterId, HandlePath)> {
+        Ok((parse_cluster(&self.cluster)?, self))
+    }
+}
+
+/// An HA write's request: its path `P`, checked, then its JSON body as a `B` (unknown fields
+/// refused). The answers keep one order: a path that does not parse, a body that is not
+/// JSON (415, 400), a bad part of the path, a body that does not fit `B`.
+struct HaWrite<P: CheckedPath, B>(P::Checked, B);
+
+impl<S, P, B> axum::extract::FromRequest<S> for HaWrite<P, B>
+where
+    S: Send + Sync,
+    P: CheckedPath,
+    B: DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        use axum::extract::FromRequestParts;
+        let (mut parts, body) = req.into_parts();
+        let PathParams(path) = PathParams::<P>::from_request_parts(&mut parts, state).await?;
+        let req = axum::extract::Request::from_parts(parts, body);
+        let JsonValue(v) = JsonValue::from_request(req, state).await?;
+        let checked = path.check()?;
+        Ok(HaWrite(checked, self::body(v)?))
+    }
+}
+
 /// A text field within the schema's bounds, without NUL (PostgreSQL cannot keep it).
 fn text(what: &str, s: &str, max: usize) -> ApiResult<()> {
     if s.is_empty() || s.chars().count() > max || s.contains('\0') {
@@ -208,10 +272,10 @@ fn fence(epoch: Epoch, lease_id: &str) -> ApiResult<Fence> {
     Ok(Fence { epoch, lease_id })
 }
 
-/// The holder and the fence of a renewal or a release.
-fn holder_fence(holder: &str, epoch: Epoch, lease_id: &str) -> ApiResult<Fence> {
+/// The lease a renewal or a release names, once its holder is checked.
+fn held(holder: &str, fence: impl FnOnce() -> ApiResult<Fence>) -> ApiResult<Fence> {
     text("holder", holder, 256)?;
-    fence(epoch, lease_id)
+    fence()
 }
 
 fn lease_duration(ms: u64) -> ApiResult<Duration> {
@@ -229,6 +293,12 @@ fn no_content() -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
 
+/// 204 once a removal is done.
+async fn gone(removal: impl std::future::Future<Output = StoreResult<()>>) -> ApiResult<Response> {
+    removal.await?;
+    Ok(no_content())
+}
+
 // ---- Leases ----
 
 /// `POST .../lease/acquire`.
@@ -242,34 +312,106 @@ struct AcquireBody {
     duration_ms: u64,
 }
 
-/// `POST .../lease/renew`.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[schema(as = RenewRequest)]
-struct RenewBody {
-    #[schema(min_length = 1, max_length = 256)]
-    holder: String,
-    #[schema(value_type = i64)]
-    epoch: Epoch,
-    /// the lease id the acquisition answered
-    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
-    lease_id: String,
-    #[schema(minimum = 1, maximum = 86400000)]
-    duration_ms: u64,
+/// The lease id a write names, as it was sent (`fence` checks it): the UUID its acquisition
+/// answered.
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct LeaseIdText(String);
+
+impl utoipa::PartialSchema for LeaseIdText {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Uuid,
+            )))
+            .pattern(Some(
+                "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+            ))
+            .description(Some("the lease id the acquisition answered"))
+            .into()
+    }
 }
 
-/// `POST .../lease/release`.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[schema(as = ReleaseRequest)]
-struct ReleaseBody {
-    #[schema(min_length = 1, max_length = 256)]
-    holder: String,
-    #[schema(value_type = i64)]
-    epoch: Epoch,
-    /// the lease id the acquisition answered
-    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
-    lease_id: String,
+impl ToSchema for LeaseIdText {}
+
+/// Defines the bodies of the writes that name their lease: each has `epoch` and `lease-id`,
+/// then its own fields; unknown fields are refused (a misspelt `epoch` is no default).
+macro_rules! fenced_bodies {
+    ($($(#[$meta:meta])* $name:ident { $($(#[$field_meta:meta])* $field:ident: $ty:ty,)* })*) => {
+        $(
+            $(#[$meta])*
+            #[derive(Deserialize, ToSchema)]
+            #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+            struct $name {
+                #[schema(value_type = i64)]
+                epoch: Epoch,
+                lease_id: LeaseIdText,
+                $($(#[$field_meta])* $field: $ty,)*
+            }
+
+            impl $name {
+                /// The lease the write names.
+                fn fence(&self) -> ApiResult<Fence> {
+                    fence(self.epoch, &self.lease_id.0)
+                }
+            }
+        )*
+    };
+}
+
+fenced_bodies! {
+    /// `POST .../lease/renew`.
+    RenewRequest {
+        #[schema(min_length = 1, max_length = 256)]
+        holder: String,
+        #[schema(minimum = 1, maximum = 86400000)]
+        duration_ms: u64,
+    }
+    /// `POST .../lease/release`.
+    ReleaseRequest {
+        #[schema(min_length = 1, max_length = 256)]
+        holder: String,
+    }
+    /// `PUT .../leader-info/{component}`.
+    LeaderInfoUpdate {
+        #[schema(min_length = 1, max_length = 4096)]
+        address: String,
+        #[schema(min_length = 1, max_length = 256)]
+        session_id: String,
+    }
+    /// The body of the writes that name only the lease: a leader-info delete, a counter's
+    /// get-and-increment and delete, the cleanups of a job and of a cluster.
+    FenceBody {}
+    /// The body of the writes that name a state handle and the lease only (mark for
+    /// deletion, remove): the lease and the handle's job.
+    HandleFence {
+        #[schema(value_type = Option<JobId>)]
+        job: Option<String>,
+    }
+    /// `POST .../state-handles/{kind}/{name}`.
+    StateHandleAdd {
+        #[schema(value_type = Option<JobId>)]
+        job: Option<String>,
+        /// the serialized pointer's bytes as hex
+        #[schema(pattern = "^([0-9a-fA-F]{2}){1,65536}$")]
+        handle: String,
+    }
+    /// `PUT .../state-handles/{kind}/{name}`.
+    StateHandleReplace {
+        #[schema(value_type = Option<JobId>)]
+        job: Option<String>,
+        #[schema(minimum = 1)]
+        expected_version: i64,
+        /// the serialized pointer's bytes as hex
+        #[schema(pattern = "^([0-9a-fA-F]{2}){1,65536}$")]
+        handle: String,
+    }
+    /// `PUT .../counters/{jobId}`.
+    CounterSet {
+        #[schema(minimum = 1)]
+        value: i64,
+    }
 }
 
 /// The answer of an acquisition.
@@ -280,8 +422,7 @@ struct Acquired {
     #[schema(value_type = i64)]
     epoch: Epoch,
     lease_id: uuid::Uuid,
-    #[schema(format = DateTime)]
-    expires_at: String,
+    expires_at: Time,
 }
 
 /// The answer of a renewal: the lease's epoch.
@@ -302,12 +443,10 @@ struct Released {
 #[serde(rename_all = "kebab-case")]
 #[schema(as = LeaseState)]
 struct LeaseListing<'a> {
-    #[schema(value_type = String)]
     holder: &'a str,
     #[schema(value_type = i64)]
     epoch: Epoch,
-    #[schema(format = DateTime)]
-    expires_at: String,
+    expires_at: Time,
     /// how long the lease has left, on the database's clock; 0 once expired
     expires_in_ms: u64,
     live: bool,
@@ -326,16 +465,12 @@ struct LeaseTag<'a> {
 #[serde(rename_all = "kebab-case")]
 #[schema(as = LeaderInfo)]
 struct LeaderInfoAnswer<'a> {
-    #[schema(value_type = String)]
     component: &'a str,
     #[schema(value_type = i64)]
     epoch: Epoch,
-    #[schema(value_type = String)]
     address: &'a str,
-    #[schema(value_type = String)]
     session_id: &'a str,
-    #[schema(format = DateTime)]
-    updated_at: String,
+    updated_at: Time,
 }
 
 impl<'a> From<&'a LeaderInfo> for LeaderInfoAnswer<'a> {
@@ -345,7 +480,7 @@ impl<'a> From<&'a LeaderInfo> for LeaderInfoAnswer<'a> {
             epoch: i.epoch,
             address: &i.address,
             session_id: &i.session_id,
-            updated_at: time(i.updated_at),
+            updated_at: Time::of(i.updated_at),
         }
     }
 }
@@ -362,31 +497,27 @@ struct LeaderInfoList<'a> {
 #[serde(rename_all = "kebab-case")]
 #[schema(as = StateHandle)]
 struct HandleBody<'a> {
-    #[schema(inline)]
     kind: HaKind,
-    #[schema(required)]
-    job: Option<JobId>,
-    #[schema(value_type = String)]
+    job: Nullable<JobId>,
     name: &'a str,
     #[schema(value_type = i64)]
     version: HandleVersion,
     /// the serialized pointer's bytes as hex
     handle: String,
     marked_for_deletion: bool,
-    #[schema(format = DateTime)]
-    updated_at: String,
+    updated_at: Time,
 }
 
 impl<'a> From<&'a StateHandle> for HandleBody<'a> {
     fn from(h: &'a StateHandle) -> Self {
         HandleBody {
             kind: h.kind,
-            job: h.job_id,
+            job: h.job_id.into(),
             name: &h.name,
             version: h.version,
             handle: to_hex(&h.handle),
             marked_for_deletion: h.marked_for_deletion,
-            updated_at: time(h.updated_at),
+            updated_at: Time::of(h.updated_at),
         }
     }
 }
@@ -429,20 +560,10 @@ pub const LEASE_EXPIRES_IN: &str = "jobstore-lease-expires-in-ms";
 /// the time it is read (the standby would otherwise be told to wait for nothing).
 const ACQUIRE_TRIES: usize = 3;
 
-#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/acquire", tag = "ha",
-    summary = "Take the cluster's leader lease (a new epoch and lease id), or renew it when the caller holds it",
-    params(ClusterPath), request_body(content = AcquireBody),
-    responses(
-        (status = 200, description = "The lease", body = Acquired),
-        (status = 409, description = "Another holder has a live lease (header Jobstore-Lease-Expires-In-Ms: how long it has left)", body = ErrorBody,
-            headers(("Jobstore-Lease-Expires-In-Ms" = i64, description = "milliseconds the other holder's lease has left, on the database's clock (at least 1)"))),
-        Write))]
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/acquire", tag = "ha", summary = "Take the cluster's leader lease (a new epoch and lease id), or renew it when the caller holds it", params(ClusterPath), request_body(content = AcquireBody), responses((status = 200, description = "The lease", body = Acquired), (status = 409, description = "Another holder has a live lease (header Jobstore-Lease-Expires-In-Ms: how long it has left)", body = ErrorBody, headers(("Jobstore-Lease-Expires-In-Ms" = i64, description = "milliseconds the other holder's lease has left, on the database's clock (at least 1)"))), Write))]
 async fn acquire(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite(c, b): HaWrite<ClusterPath, AcquireBody>,
 ) -> ApiResult<Response> {
-    let c = path.cluster()?;
-    let b: AcquireBody = body(v)?;
     text("holder", &b.holder, 256)?;
     let duration = lease_duration(b.duration_ms)?;
     let mut left = None;
@@ -451,7 +572,7 @@ async fn acquire(
             let acquired = Acquired {
                 epoch: l.epoch,
                 lease_id: l.lease_id,
-                expires_at: time(l.expires_at),
+                expires_at: Time::of(l.expires_at),
             };
             return Ok(Json(acquired).into_response());
         }
@@ -480,17 +601,11 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/renew", tag = "ha",
-    summary = "Extend the lease of this holder, epoch and lease id",
-    params(ClusterPath), request_body(content = RenewBody),
-    responses((status = 200, description = "Renewed", body = Renewed), FencedWrite))]
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/renew", tag = "ha", summary = "Extend the lease of this holder, epoch and lease id", params(ClusterPath), request_body(content = RenewRequest), responses((status = 200, description = "Renewed", body = Renewed), FencedWrite))]
 async fn renew(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite(c, b): HaWrite<ClusterPath, RenewRequest>,
 ) -> ApiResult<Json<Renewed>> {
-    let c = path.cluster()?;
-    let b: RenewBody = body(v)?;
-    let fence = holder_fence(&b.holder, b.epoch, &b.lease_id)?;
+    let fence = held(&b.holder, || b.fence())?;
     let duration = lease_duration(b.duration_ms)?;
     if state
         .store
@@ -503,17 +618,11 @@ async fn renew(
     }
 }
 
-#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/release", tag = "ha",
-    summary = "End the lease now (its lease id is never handed out again)",
-    params(ClusterPath), request_body(content = ReleaseBody),
-    responses((status = 200, description = "Whether it was released", body = Released), Write))]
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/lease/release", tag = "ha", summary = "End the lease now (its lease id is never handed out again)", params(ClusterPath), request_body(content = ReleaseRequest), responses((status = 200, description = "Whether it was released", body = Released), Write))]
 async fn release(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite(c, b): HaWrite<ClusterPath, ReleaseRequest>,
 ) -> ApiResult<Json<Released>> {
-    let c = path.cluster()?;
-    let b: ReleaseBody = body(v)?;
-    let fence = holder_fence(&b.holder, b.epoch, &b.lease_id)?;
+    let fence = held(&b.holder, || b.fence())?;
     let released = state.store.release_lease(&c, &b.holder, fence).await?;
     Ok(Json(Released { released }))
 }
@@ -532,7 +641,7 @@ fn lease_listing(view: Option<&LeaseView>) -> (Option<LeaseListing<'_>>, String)
     let listing = LeaseListing {
         holder: &v.holder,
         epoch: v.epoch,
-        expires_at: time(v.expires_at),
+        expires_at: Time::of(v.expires_at),
         expires_in_ms: millis(v.expires_in()),
         live: v.live(),
     };
@@ -543,25 +652,10 @@ fn lease_listing(view: Option<&LeaseView>) -> (Option<LeaseListing<'_>>, String)
 /// never leased. With `If-None-Match` naming the current tag, waits up to `wait-ms` for a
 /// change: an acquisition, a release or a cleanup (woken by this process's writes, and on
 /// PostgreSQL of every writer) or the lease's expiry; then answers it, or 304.
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/lease", tag = "ha",
-    summary = "The cluster's lease (never its lease id), with its ETag; a long poll with If-None-Match and wait-ms that ends at a change of holder, epoch or liveness",
-    params(ClusterPath, WaitQuery,
-        ("If-None-Match" = Option<String>, Header, description = "the ETag of the lease the caller saw (a 404's tag: never leased)")),
-    responses(
-        (status = 200, description = "The lease (header ETag: its tag)", body = LeaseListing,
-            headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live"))),
-        (status = 304, description = "Unchanged within wait-ms (header ETag)",
-            headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live"))),
-        (status = 400, description = "Malformed id or body", body = ErrorBody),
-        (status = 404, description = "Never leased (header ETag)", body = ErrorBody,
-            headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live")))))]
-async fn get_lease(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
-    QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
-) -> ApiResult<Response> {
-    let c = path.cluster()?;
-    let (store, c) = (state.store.as_ref(), &c);
-    long_poll(&state, &q, &headers, || async move {
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/lease", tag = "ha", summary = "The cluster's lease (never its lease id), with its ETag; a long poll with If-None-Match and wait-ms that ends at a change of holder, epoch or liveness", params(ClusterPath, WaitQuery, ("If-None-Match" = Option<String>, Header, description = "the ETag of the lease the caller saw (a 404's tag: never leased)")), responses((status = 200, description = "The lease (header ETag: its tag)", body = LeaseListing, headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live"))), (status = 304, description = "Unchanged within wait-ms (header ETag)", headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live"))), (status = 400, description = "Malformed id or body", body = ErrorBody), (status = 404, description = "Never leased (header ETag)", body = ErrorBody, headers(("ETag" = String, description = "the tag of the lease: its holder, epoch and whether it is live")))))]
+async fn get_lease(State(state): State<AppState>, poll: LongPoll) -> ApiResult<Response> {
+    let (store, c) = (state.store.as_ref(), &poll.cluster);
+    long_poll(&state, &poll, || async move {
         let view = store.get_lease(c).await?;
         let (listing, tag) = lease_listing(view.as_ref());
         let answer = match listing {
@@ -582,20 +676,18 @@ async fn get_lease(
 /// the answer goes out at once (304 when the tag still matches); otherwise it waits for a
 /// change of the HA data (woken by every write of this process, and on PostgreSQL of every
 /// writer) and reads again. The answer carries the tag as `ETag`.
-async fn long_poll<F, Fut>(
-    state: &AppState, q: &WaitQuery, headers: &HeaderMap, read: F,
-) -> ApiResult<Response>
+async fn long_poll<F, Fut>(state: &AppState, poll: &LongPoll, read: F) -> ApiResult<Response>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = ApiResult<(Response, String, Duration)>>,
 {
-    let deadline = tokio::time::Instant::now() + wait_of(state, q)?;
+    let deadline = tokio::time::Instant::now() + wait_of(state, &poll.query)?;
     // Subscribed before the first read, so that no change between the read and the wait is
     // missed.
     let mut changes = state.store.leader_info_changes();
     loop {
         let (answer, tag, recheck) = read().await?;
-        let unchanged = matches_tag(headers, &tag);
+        let unchanged = matches_tag(&poll.headers, &tag);
         let now = tokio::time::Instant::now();
         if !unchanged || now >= deadline {
             let mut res = if unchanged {
@@ -619,85 +711,23 @@ const EXPIRY_MARGIN: Duration = Duration::from_millis(2);
 
 // ---- Leader information ----
 
-/// `PUT .../leader-info/{component}`.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[schema(as = LeaderInfoUpdate)]
-struct LeaderInfoBody {
-    #[schema(value_type = i64)]
-    epoch: Epoch,
-    /// the lease id the acquisition answered
-    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
-    lease_id: String,
-    #[schema(min_length = 1, max_length = 4096)]
-    address: String,
-    #[schema(min_length = 1, max_length = 256)]
-    session_id: String,
-}
-
-/// The body of the writes that name only the lease: a leader-info delete, a counter's
-/// get-and-increment and delete, the cleanups of a job and of a cluster.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct FenceBody {
-    #[schema(value_type = i64)]
-    epoch: Epoch,
-    /// the lease id the acquisition answered
-    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
-    lease_id: String,
-}
-
-impl FenceBody {
-    fn fence(&self) -> ApiResult<Fence> {
-        fence(self.epoch, &self.lease_id)
-    }
-}
-
-/// The body of the writes that name a state handle and the lease only (mark for deletion,
-/// remove): the lease and the handle's job.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[schema(as = HandleFence)]
-struct HandleFenceBody {
-    #[schema(value_type = i64)]
-    epoch: Epoch,
-    /// the lease id the acquisition answered
-    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
-    lease_id: String,
-    #[serde(default)]
-    #[schema(value_type = Option<JobId>)]
-    job: Option<String>,
-}
-
-#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha",
-    summary = "Publish a component's leader information, fenced by the lease",
-    params(ComponentPath), request_body(content = LeaderInfoBody),
-    responses((status = 200, description = "Published", body = LeaderInfoAnswer), FencedWrite))]
+#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha", summary = "Publish a component's leader information, fenced by the lease", params(ComponentPath), request_body(content = LeaderInfoUpdate), responses((status = 200, description = "Published", body = LeaderInfoAnswer), FencedWrite))]
 async fn publish_leader_info(
-    State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>,
+    HaWrite((c, component), b): HaWrite<ComponentPath, LeaderInfoUpdate>,
 ) -> ApiResult<Response> {
-    let c = path.cluster()?;
-    let component = path.component()?;
-    let b: LeaderInfoBody = body(v)?;
-    let fence = fence(b.epoch, &b.lease_id)?;
+    let fence = b.fence()?;
     text("address", &b.address, 4096)?;
     text("session-id", &b.session_id, 256)?;
     let info = state
         .store
-        .publish_leader_info(&c, fence, component, &b.address, &b.session_id)
+        .publish_leader_info(&c, fence, &component, &b.address, &b.session_id)
         .await
         .map_err(ApiError::from)?;
     Ok(Json(LeaderInfoAnswer::from(&info)).into_response())
 }
 
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha",
-    summary = "A component's leader information",
-    params(ComponentPath),
-    responses(
-        (status = 200, description = "The leader information", body = LeaderInfoAnswer),
-        (status = 400, description = "Malformed id or body", body = ErrorBody),
-        (status = 404, description = "None published", body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha", summary = "A component's leader information", params(ComponentPath), responses((status = 200, description = "The leader information", body = LeaderInfoAnswer), (status = 400, description = "Malformed id or body", body = ErrorBody), (status = 404, description = "None published", body = ErrorBody)))]
 async fn get_leader_info(
     State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
 ) -> ApiResult<Response> {
@@ -758,13 +788,33 @@ fn etag<T: Serialize>(listing: &T) -> String {
 
 /// The tags of an `If-None-Match` header (`"a", W/"b"`; `*` matches any).
 fn matches_tag(headers: &HeaderMap, tag: &str) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().trim_start_matches("W/"))
+    header_items(headers, header::IF_NONE_MATCH, ',')
+        .map(|t| t.trim_start_matches("W/"))
         .any(|t| t == tag || t == "*")
+}
+
+/// A long poll's request: the cluster (checked), the wait it asks for and its
+/// `If-None-Match`.
+struct LongPoll {
+    cluster: ClusterId,
+    query: WaitQuery,
+    headers: HeaderMap,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for LongPoll {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts, state: &S,
+    ) -> Result<Self, ApiError> {
+        let PathParams(path) = PathParams::<ClusterPath>::from_request_parts(parts, state).await?;
+        let QueryParams(query) = QueryParams::from_request_parts(parts, state).await?;
+        Ok(LongPoll {
+            cluster: path.cluster()?,
+            query,
+            headers: parts.headers.clone(),
+        })
+    }
 }
 
 async fn leader_info_listing(store: &dyn Store, c: &ClusterId) -> ApiResult<(Response, String)> {
@@ -779,43 +829,23 @@ async fn leader_info_listing(store: &dyn Store, c: &ClusterId) -> ApiResult<(Res
 /// The leader information of every component, with its `ETag`. With `If-None-Match` naming
 /// the current tag, waits up to `wait-ms` for a change (woken by every write of this
 /// process, and on PostgreSQL of every writer), then answers the new listing or 304.
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/leader-info", tag = "ha",
-    summary = "The leader information of every component, with its ETag; a long poll with If-None-Match and wait-ms",
-    params(ClusterPath, WaitQuery,
-        ("If-None-Match" = Option<String>, Header, description = "the ETag of the listing the caller has")),
-    responses(
-        (status = 200, description = "The list (header ETag: its tag)", body = LeaderInfoList,
-            headers(("ETag" = String, description = "the tag of the listing"))),
-        (status = 304, description = "Unchanged within wait-ms (header ETag)",
-            headers(("ETag" = String, description = "the tag of the listing"))),
-        (status = 400, description = "Malformed id or body", body = ErrorBody)))]
-async fn list_leader_info(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
-    QueryParams(q): QueryParams<WaitQuery>, headers: HeaderMap,
-) -> ApiResult<Response> {
-    let c = path.cluster()?;
-    let (store, c) = (state.store.as_ref(), &c);
-    long_poll(&state, &q, &headers, || async move {
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/leader-info", tag = "ha", summary = "The leader information of every component, with its ETag; a long poll with If-None-Match and wait-ms", params(ClusterPath, WaitQuery, ("If-None-Match" = Option<String>, Header, description = "the ETag of the listing the caller has")), responses((status = 200, description = "The list (header ETag: its tag)", body = LeaderInfoList, headers(("ETag" = String, description = "the tag of the listing"))), (status = 304, description = "Unchanged within wait-ms (header ETag)", headers(("ETag" = String, description = "the tag of the listing"))), (status = 400, description = "Malformed id or body", body = ErrorBody)))]
+async fn list_leader_info(State(state): State<AppState>, poll: LongPoll) -> ApiResult<Response> {
+    let (store, c) = (state.store.as_ref(), &poll.cluster);
+    long_poll(&state, &poll, || async move {
         let (listing, tag) = leader_info_listing(store, c).await?;
         Ok((listing, tag, RECHECK))
     })
     .await
 }
 
-#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha",
-    summary = "Remove a component's leader information, fenced by the lease",
-    params(ComponentPath), request_body(content = FenceBody),
-    responses((status = 204, description = "Gone"), FencedWrite))]
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/leader-info/{component}", tag = "ha", summary = "Remove a component's leader information, fenced by the lease", params(ComponentPath), request_body(content = FenceBody), responses((status = 204, description = "Gone"), FencedWrite))]
 async fn delete_leader_info(
-    State(state): State<AppState>, PathParams(path): PathParams<ComponentPath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite((c, component), b): HaWrite<ComponentPath, FenceBody>,
 ) -> ApiResult<Response> {
-    let c = path.cluster()?;
-    let component = path.component()?;
-    let b: FenceBody = body(v)?;
     state
         .store
-        .delete_leader_info(&c, b.fence()?, component)
+        .delete_leader_info(&c, b.fence()?, &component)
         .await
         .map_err(ApiError::from)?;
     Ok(no_content())
@@ -853,44 +883,6 @@ fn bad_handle() -> ApiError {
     ))
 }
 
-/// `POST .../state-handles/{kind}/{name}`.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[schema(as = StateHandleAdd)]
-struct AddHandleBody {
-    #[schema(value_type = i64)]
-    epoch: Epoch,
-    /// the lease id the acquisition answered
-    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
-    lease_id: String,
-    #[serde(default)]
-    #[schema(value_type = Option<JobId>)]
-    job: Option<String>,
-    /// the serialized pointer's bytes as hex
-    #[schema(pattern = "^([0-9a-fA-F]{2}){1,65536}$")]
-    handle: String,
-}
-
-/// `PUT .../state-handles/{kind}/{name}`.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[schema(as = StateHandleReplace)]
-struct ReplaceHandleBody {
-    #[schema(value_type = i64)]
-    epoch: Epoch,
-    /// the lease id the acquisition answered
-    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
-    lease_id: String,
-    #[serde(default)]
-    #[schema(value_type = Option<JobId>)]
-    job: Option<String>,
-    #[schema(minimum = 1)]
-    expected_version: i64,
-    /// the serialized pointer's bytes as hex
-    #[schema(pattern = "^([0-9a-fA-F]{2}){1,65536}$")]
-    handle: String,
-}
-
 /// The job of a state handle.
 #[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -925,20 +917,11 @@ fn no_handle() -> ApiError {
     ApiError::NotFound("no such state handle".into())
 }
 
-#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha",
-    summary = "Add a handle at version 1, fenced",
-    params(HandlePath), request_body(content = AddHandleBody),
-    responses(
-        (status = 201, description = "Added", body = Version),
-        (status = 409, description = "Fenced, or the handle exists", body = ErrorBody),
-        Write))]
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha", summary = "Add a handle at version 1, fenced", params(HandlePath), request_body(content = StateHandleAdd), responses((status = 201, description = "Added", body = Version), (status = 409, description = "Fenced, or the handle exists", body = ErrorBody), Write))]
 async fn add_handle(
-    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite((c, path), b): HaWrite<HandlePath, StateHandleAdd>,
 ) -> ApiResult<Response> {
-    let c = parse_cluster(&path.cluster)?;
-    let b: AddHandleBody = body(v)?;
-    let fence = fence(b.epoch, &b.lease_id)?;
+    let fence = b.fence()?;
     let key = path.key(b.job.as_deref())?;
     let handle = from_hex(&b.handle)?;
     match state.store.add_state_handle(&c, fence, &key, &handle).await {
@@ -950,21 +933,11 @@ async fn add_handle(
     }
 }
 
-#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha",
-    summary = "Replace a handle if its version is expected-version (compare-and-set), fenced",
-    params(HandlePath), request_body(content = ReplaceHandleBody),
-    responses(
-        (status = 200, description = "The new version", body = Version),
-        (status = 404, description = "No such handle", body = ErrorBody),
-        (status = 409, description = "Fenced, or another version", body = ErrorBody),
-        Write))]
+#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha", summary = "Replace a handle if its version is expected-version (compare-and-set), fenced", params(HandlePath), request_body(content = StateHandleReplace), responses((status = 200, description = "The new version", body = Version), (status = 404, description = "No such handle", body = ErrorBody), (status = 409, description = "Fenced, or another version", body = ErrorBody), Write))]
 async fn replace_handle(
-    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite((c, path), b): HaWrite<HandlePath, StateHandleReplace>,
 ) -> ApiResult<Json<Version>> {
-    let c = parse_cluster(&path.cluster)?;
-    let b: ReplaceHandleBody = body(v)?;
-    let fence = fence(b.epoch, &b.lease_id)?;
+    let fence = b.fence()?;
     let key = path.key(b.job.as_deref())?;
     let handle = from_hex(&b.handle)?;
     let expected = positive("expected-version", b.expected_version)?;
@@ -979,27 +952,16 @@ async fn replace_handle(
     }
 }
 
-/// A write that names a state handle and the lease only: its cluster, lease and key.
-fn handle_fence(path: &HandlePath, v: Value) -> ApiResult<(ClusterId, Fence, StateHandleKey)> {
-    let c = parse_cluster(&path.cluster)?;
-    let b: HandleFenceBody = body(v)?;
-    let fence = fence(b.epoch, &b.lease_id)?;
-    let key = path.key(b.job.as_deref())?;
-    Ok((c, fence, key))
+/// A write that names a state handle and the lease only: its lease and key.
+fn handle_fence(path: &HandlePath, b: &HandleFence) -> ApiResult<(Fence, StateHandleKey)> {
+    Ok((b.fence()?, path.key(b.job.as_deref())?))
 }
 
-#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}/mark-for-deletion", tag = "ha",
-    summary = "Mark a handle for deletion (readers take it for absent; it is no longer replaced), fenced",
-    params(HandlePath), request_body(content = HandleFenceBody),
-    responses(
-        (status = 200, description = "Marked; its version", body = Version),
-        (status = 404, description = "No such handle", body = ErrorBody),
-        FencedWrite))]
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}/mark-for-deletion", tag = "ha", summary = "Mark a handle for deletion (readers take it for absent; it is no longer replaced), fenced", params(HandlePath), request_body(content = HandleFence), responses((status = 200, description = "Marked; its version", body = Version), (status = 404, description = "No such handle", body = ErrorBody), FencedWrite))]
 async fn mark_handle(
-    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite((c, path), b): HaWrite<HandlePath, HandleFence>,
 ) -> ApiResult<Json<Version>> {
-    let (c, fence, key) = handle_fence(&path, v)?;
+    let (fence, key) = handle_fence(&path, &b)?;
     match state
         .store
         .mark_state_handle_for_deletion(&c, fence, &key)
@@ -1011,17 +973,11 @@ async fn mark_handle(
     }
 }
 
-#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha",
-    summary = "Remove a handle, fenced; idempotent",
-    params(HandlePath), request_body(content = HandleFenceBody),
-    responses(
-        (status = 200, description = "Gone; removed tells whether this call removed it", body = Removed),
-        FencedWrite))]
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha", summary = "Remove a handle, fenced; idempotent", params(HandlePath), request_body(content = HandleFence), responses((status = 200, description = "Gone; removed tells whether this call removed it", body = Removed), FencedWrite))]
 async fn remove_handle(
-    State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
-    JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite((c, path), b): HaWrite<HandlePath, HandleFence>,
 ) -> ApiResult<Json<Removed>> {
-    let (c, fence, key) = handle_fence(&path, v)?;
+    let (fence, key) = handle_fence(&path, &b)?;
     let removed = state
         .store
         .remove_state_handle(&c, fence, &key)
@@ -1030,13 +986,7 @@ async fn remove_handle(
     Ok(Json(Removed { removed }))
 }
 
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha",
-    summary = "One handle",
-    params(HandlePath, JobQuery),
-    responses(
-        (status = 200, description = "The handle", body = HandleBody),
-        (status = 400, description = "Malformed id or body", body = ErrorBody),
-        (status = 404, description = "No such handle", body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}/{name}", tag = "ha", summary = "One handle", params(HandlePath, JobQuery), responses((status = 200, description = "The handle", body = HandleBody), (status = 400, description = "Malformed id or body", body = ErrorBody), (status = 404, description = "No such handle", body = ErrorBody)))]
 async fn get_handle(
     State(state): State<AppState>, PathParams(path): PathParams<HandlePath>,
     QueryParams(q): QueryParams<JobQuery>,
@@ -1049,12 +999,7 @@ async fn get_handle(
     }
 }
 
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}", tag = "ha",
-    summary = "A page of the handles of a store (and job), ordered by name",
-    params(KindPath, ListQuery),
-    responses(
-        (status = 200, description = "The handles", body = HandleList),
-        (status = 400, description = "Malformed id or body", body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/state-handles/{kind}", tag = "ha", summary = "A page of the handles of a store (and job), ordered by name", params(KindPath, ListQuery), responses((status = 200, description = "The handles", body = HandleList), (status = 400, description = "Malformed id or body", body = ErrorBody)))]
 async fn list_handles(
     State(state): State<AppState>, PathParams(path): PathParams<KindPath>,
     QueryParams(q): QueryParams<ListQuery>,
@@ -1081,37 +1026,10 @@ async fn list_handles(
 
 // ---- Counters and cleanup ----
 
-/// `PUT .../counters/{jobId}`.
-#[derive(Deserialize, ToSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-#[schema(as = CounterSet)]
-struct CounterSetBody {
-    #[schema(value_type = i64)]
-    epoch: Epoch,
-    /// the lease id the acquisition answered
-    #[schema(format = Uuid, pattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")]
-    lease_id: String,
-    #[schema(minimum = 1)]
-    value: i64,
-}
-
-/// A write on a job's data: its cluster, job and body.
-fn job_write<T: DeserializeOwned>(path: &JobPath, v: Value) -> ApiResult<(ClusterId, JobId, T)> {
-    Ok((
-        parse_cluster(&path.cluster)?,
-        parse_hex("job id", &path.jobid)?,
-        body(v)?,
-    ))
-}
-
-#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/counters/{jobid}/get-and-increment", tag = "ha",
-    summary = "Hand out the next checkpoint id atomically (1 first), fenced",
-    params(JobPath), request_body(content = FenceBody),
-    responses((status = 200, description = "The id handed out", body = Counter), FencedWrite))]
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/ha/counters/{jobid}/get-and-increment", tag = "ha", summary = "Hand out the next checkpoint id atomically (1 first), fenced", params(JobPath), request_body(content = FenceBody), responses((status = 200, description = "The id handed out", body = Counter), FencedWrite))]
 async fn increment_counter(
-    State(state): State<AppState>, PathParams(path): PathParams<JobPath>, JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite((c, job), b): HaWrite<JobPath, FenceBody>,
 ) -> ApiResult<Json<Counter>> {
-    let (c, job, b): (_, _, FenceBody) = job_write(&path, v)?;
     let value = state
         .store
         .counter_get_and_increment(&c, b.fence()?, job)
@@ -1120,13 +1038,7 @@ async fn increment_counter(
     Ok(Json(Counter { value }))
 }
 
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha",
-    summary = "The next checkpoint id of a job",
-    params(JobPath),
-    responses(
-        (status = 200, description = "The value", body = Counter),
-        (status = 400, description = "Malformed id or body", body = ErrorBody),
-        (status = 404, description = "No counter", body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha", summary = "The next checkpoint id of a job", params(JobPath), responses((status = 200, description = "The value", body = Counter), (status = 400, description = "Malformed id or body", body = ErrorBody), (status = 404, description = "No counter", body = ErrorBody)))]
 async fn get_counter(
     State(state): State<AppState>, PathParams(path): PathParams<JobPath>,
 ) -> ApiResult<Json<Counter>> {
@@ -1138,15 +1050,11 @@ async fn get_counter(
     }
 }
 
-#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha",
-    summary = "Set the next checkpoint id, fenced",
-    params(JobPath), request_body(content = CounterSetBody),
-    responses((status = 200, description = "Set", body = Counter), FencedWrite))]
+#[utoipa::path(put, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha", summary = "Set the next checkpoint id, fenced", params(JobPath), request_body(content = CounterSet), responses((status = 200, description = "Set", body = Counter), FencedWrite))]
 async fn set_counter(
-    State(state): State<AppState>, PathParams(path): PathParams<JobPath>, JsonValue(v): JsonValue,
+    State(state): State<AppState>, HaWrite((c, job), b): HaWrite<JobPath, CounterSet>,
 ) -> ApiResult<Json<Counter>> {
-    let (c, job, b): (_, _, CounterSetBody) = job_write(&path, v)?;
-    let fence = fence(b.epoch, &b.lease_id)?;
+    let fence = b.fence()?;
     let value = positive("value", b.value)?;
     state
         .store
@@ -1156,60 +1064,26 @@ async fn set_counter(
     Ok(Json(Counter { value }))
 }
 
-#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha",
-    summary = "Remove a job's counter, fenced; idempotent",
-    params(JobPath), request_body(content = FenceBody),
-    responses((status = 204, description = "Gone"), FencedWrite))]
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha", summary = "Remove a job's counter, fenced; idempotent", params(JobPath), request_body(content = FenceBody), responses((status = 204, description = "Gone"), FencedWrite))]
 async fn remove_counter(
-    state: State<AppState>, params: PathParams<JobPath>, v: JsonValue,
+    State(state): State<AppState>, HaWrite((c, job), b): HaWrite<JobPath, FenceBody>,
 ) -> ApiResult<Response> {
-    remove_job_data(state, params, v, JobData::Counter).await
+    gone(state.store.counter_remove(&c, b.fence()?, job)).await
+}
+
+/// Flink's `cleanupAllData`: every HA entry of the cluster, by its leader.
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha", tag = "ha", summary = "Remove every HA entry of the cluster (Flink's cleanupAllData), fenced; the lease row stays", params(ClusterPath), request_body(content = FenceBody), responses((status = 204, description = "Gone"), FencedWrite))]
+async fn remove_cluster_data(
+    State(state): State<AppState>, HaWrite(c, b): HaWrite<ClusterPath, FenceBody>,
+) -> ApiResult<Response> {
+    gone(state.store.remove_cluster_ha_data(&c, Some(b.fence()?))).await
 }
 
 /// Flink's `internalCleanupJobData`: the job's leader information, checkpoints, execution
 /// plan and counter, in one transaction.
-#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/jobs/{jobid}", tag = "ha",
-    summary = "Remove a job's HA data (its leader information, checkpoints, execution plan and counter) in one transaction, fenced",
-    params(JobPath), request_body(content = FenceBody),
-    responses((status = 204, description = "Gone"), FencedWrite))]
+#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha/jobs/{jobid}", tag = "ha", summary = "Remove a job's HA data (its leader information, checkpoints, execution plan and counter) in one transaction, fenced", params(JobPath), request_body(content = FenceBody), responses((status = 204, description = "Gone"), FencedWrite))]
 async fn remove_job(
-    state: State<AppState>, params: PathParams<JobPath>, v: JsonValue,
+    State(state): State<AppState>, HaWrite((c, job), b): HaWrite<JobPath, FenceBody>,
 ) -> ApiResult<Response> {
-    remove_job_data(state, params, v, JobData::All).await
-}
-
-/// What of a job's HA data a removal takes.
-enum JobData {
-    Counter,
-    All,
-}
-
-async fn remove_job_data(
-    State(state): State<AppState>, PathParams(path): PathParams<JobPath>, JsonValue(v): JsonValue,
-    what: JobData,
-) -> ApiResult<Response> {
-    let (c, job, b): (_, _, FenceBody) = job_write(&path, v)?;
-    let fence = b.fence()?;
-    match what {
-        JobData::Counter => state.store.counter_remove(&c, fence, job).await?,
-        JobData::All => state.store.remove_job_ha_data(&c, fence, job).await?,
-    }
-    Ok(no_content())
-}
-
-/// Flink's `cleanupAllData`: every HA entry of the cluster, by its leader.
-#[utoipa::path(delete, path = "/v1/clusters/{cluster}/ha", tag = "ha",
-    summary = "Remove every HA entry of the cluster (Flink's cleanupAllData), fenced; the lease row stays",
-    params(ClusterPath), request_body(content = FenceBody),
-    responses((status = 204, description = "Gone"), FencedWrite))]
-async fn remove_cluster_data(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
-    JsonValue(v): JsonValue,
-) -> ApiResult<Response> {
-    let (c, b): (_, FenceBody) = (path.cluster()?, body(v)?);
-    state
-        .store
-        .remove_cluster_ha_data(&c, Some(b.fence()?))
-        .await?;
-    Ok(no_content())
+    gone(state.store.remove_job_ha_data(&c, b.fence()?, job)).await
 }

@@ -17,11 +17,13 @@ use utoipa_axum::routes;
 
 use super::AppState;
 use super::answers::{
-    CheckpointStatus, OperationAnswer, RequestId, RetentionAnswer, RetentionList, SavepointStatus,
-    ScheduleAnswer, ScheduleList,
+    FlinkStatus, OperationAnswer, RequestId, RetentionAnswer, RetentionList, ScheduleAnswer,
+    ScheduleList,
 };
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{ClusterPath, JobScopePath, JsonValue, PathParams, QueryParams, RawBody};
+use super::extract::{
+    Cluster, ClusterPath, JobScopePath, JsonValue, PathParams, QueryParams, RawBody,
+};
 use super::openapi::{SETTING_SCOPES, flink_routes, scoped_routes};
 use super::savepoints::{
     JobParam, Params, TriggerParam, create, flink_body, malformed, present, without_nul,
@@ -108,12 +110,22 @@ fn parse_checkpoint_body(bytes: &[u8]) -> ApiResult<(CheckpointType, Option<Trig
     Ok((checkpoint_type, trigger_id))
 }
 
-#[utoipa::path(post, path = "/jobs/{jobid}/checkpoints", tag = "checkpoints",
-    summary = "Trigger a checkpoint{scope}, as Flink's POST /jobs/:jobid/checkpoints",
-    params(JobParam), request_body(content = Option<CheckpointTriggerRequestBody>),
-    responses(
-        (status = 202, description = "Accepted; the same triggerId answers the same request-id", body = RequestId),
-        (status = 400, description = "Malformed id or body, or checkpointType INCREMENTAL", body = ErrorBody)))]
+#[utoipa::path(get, path = "/jobs/{jobid}/checkpoints/{triggerid}", tag = "checkpoints", summary = "Status of a checkpoint operation{scope}, as Flink's", params(TriggerParam), responses((status = 200, description = "IN_PROGRESS or COMPLETED", body = FlinkStatus), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "No such operation", body = ErrorBody)))]
+async fn checkpoint_status(
+    State(state): State<AppState>, PathParams(params): Params,
+) -> ApiResult<Json<FlinkStatus>> {
+    let key = params.key(&state)?;
+    let op = state.store.get_operation(&key).await?;
+    match op.filter(|op| op.kind == OperationKind::Checkpoint) {
+        Some(op) => Ok(Json(FlinkStatus::of(&op))),
+        None => Err(ApiError::NotFound(format!(
+            "There is no checkpoint operation with triggerId={} for job {}.",
+            key.request, key.job
+        ))),
+    }
+}
+
+#[utoipa::path(post, path = "/jobs/{jobid}/checkpoints", tag = "checkpoints", summary = "Trigger a checkpoint{scope}, as Flink's POST /jobs/:jobid/checkpoints", params(JobParam), request_body(content = Option<CheckpointTriggerRequestBody>), responses((status = 202, description = "Accepted; the same triggerId answers the same request-id", body = RequestId), (status = 400, description = "Malformed id or body, or checkpointType INCREMENTAL", body = ErrorBody)))]
 async fn trigger_checkpoint(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
@@ -132,27 +144,6 @@ async fn trigger_checkpoint(
     .await
 }
 
-#[utoipa::path(get, path = "/jobs/{jobid}/checkpoints/{triggerid}", tag = "checkpoints",
-    summary = "Status of a checkpoint operation{scope}, as Flink's",
-    params(TriggerParam),
-    responses(
-        (status = 200, description = "IN_PROGRESS or COMPLETED", body = CheckpointStatus),
-        (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 404, description = "No such operation", body = ErrorBody)))]
-async fn checkpoint_status(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<CheckpointStatus>> {
-    let key = params.key(&state)?;
-    let op = state.store.get_operation(&key).await?;
-    match op.filter(|op| op.kind == OperationKind::Checkpoint) {
-        Some(op) => Ok(Json(CheckpointStatus::of(&op))),
-        None => Err(ApiError::NotFound(format!(
-            "There is no checkpoint operation with triggerId={} for job {}.",
-            key.request, key.job
-        ))),
-    }
-}
-
 // ---- Savepoint disposal (Flink's POST /savepoint-disposal) ----
 
 /// Flink's `SavepointDisposalRequest`.
@@ -163,14 +154,27 @@ struct SavepointDisposalRequest {
     savepoint_path: Option<String>,
 }
 
+#[utoipa::path(get, path = "/savepoint-disposal/{triggerid}", tag = "disposal", summary = "Status of a disposal{scope}, as Flink's", params(DisposalParam), responses((status = 200, description = "IN_PROGRESS or COMPLETED", body = FlinkStatus), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "No such operation", body = ErrorBody)))]
+async fn disposal_status(
+    State(state): State<AppState>, PathParams(params): Params,
+) -> ApiResult<Json<FlinkStatus>> {
+    let cluster = params.cluster(&state)?;
+    let request = params.trigger()?;
+    let op = state
+        .store
+        .find_operation(&cluster, FindOperation::Disposal(request))
+        .await?;
+    match op {
+        Some(op) => Ok(Json(FlinkStatus::of(&op))),
+        None => Err(ApiError::NotFound(format!(
+            "Operation not found under key: {request}"
+        ))),
+    }
+}
+
 /// Flink answers 200 here (not 202) and takes no trigger id from its client; the path is
 /// required. The operation belongs to no job ([`JobId::NONE`]).
-#[utoipa::path(post, path = "/savepoint-disposal", tag = "disposal",
-    summary = "Dispose of a savepoint{scope}, as Flink's POST /savepoint-disposal",
-    request_body(content = SavepointDisposalRequest),
-    responses(
-        (status = 200, description = "Accepted (Flink answers 200 here)", body = RequestId),
-        (status = 400, description = "No savepoint-path", body = ErrorBody)))]
+#[utoipa::path(post, path = "/savepoint-disposal", tag = "disposal", summary = "Dispose of a savepoint{scope}, as Flink's POST /savepoint-disposal", request_body(content = SavepointDisposalRequest), responses((status = 200, description = "Accepted (Flink answers 200 here)", body = RequestId), (status = 400, description = "No savepoint-path", body = ErrorBody)))]
 async fn trigger_disposal(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
@@ -201,30 +205,6 @@ async fn trigger_disposal(
         },
     )
     .await
-}
-
-#[utoipa::path(get, path = "/savepoint-disposal/{triggerid}", tag = "disposal",
-    summary = "Status of a disposal{scope}, as Flink's",
-    params(DisposalParam),
-    responses(
-        (status = 200, description = "IN_PROGRESS or COMPLETED", body = SavepointStatus),
-        (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 404, description = "No such operation", body = ErrorBody)))]
-async fn disposal_status(
-    State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<SavepointStatus>> {
-    let cluster = params.cluster(&state)?;
-    let request = params.trigger()?;
-    let op = state
-        .store
-        .find_operation(&cluster, FindOperation::Disposal(request))
-        .await?;
-    match op {
-        Some(op) => Ok(Json(SavepointStatus::of(&op))),
-        None => Err(ApiError::NotFound(format!(
-            "Operation not found under key: {request}"
-        ))),
-    }
 }
 
 /// The parameter of Flink's `/savepoint-disposal/{triggerid}`.
@@ -485,12 +465,7 @@ macro_rules! setting_routes {
                 }
             }
 
-            #[utoipa::path(put, path = concat!("/", $one), tag = "lifecycle",
-                summary = concat!("Set {scope} ", $what), request_body(content = $update),
-                responses(
-                    (status = 200, description = "Set", body = $answer),
-                    (status = 400, description = "Malformed body", body = ErrorBody),
-                    (status = 415, description = "Not a JSON body", body = ErrorBody)))]
+            #[utoipa::path(put, path = concat!("/", $one), tag = "lifecycle", summary = concat!("Set {scope} ", $what), request_body(content = $update), responses((status = 200, description = "Set", body = $answer), (status = 400, description = "Malformed body", body = ErrorBody), (status = 415, description = "Not a JSON body", body = ErrorBody)))]
             async fn put_one(
                 State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
                 JsonValue(body): JsonValue,
@@ -500,12 +475,7 @@ macro_rules! setting_routes {
                 Ok(Json(answer(&stored)?).into_response())
             }
 
-            #[utoipa::path(get, path = concat!("/", $one), tag = "lifecycle",
-                summary = concat!("{scope} ", $what),
-                responses(
-                    (status = 200, description = "Set", body = $answer),
-                    (status = 400, description = "Malformed id", body = ErrorBody),
-                    (status = 404, description = "None", body = ErrorBody)))]
+            #[utoipa::path(get, path = concat!("/", $one), tag = "lifecycle", summary = concat!("{scope} ", $what), responses((status = 200, description = "Set", body = $answer), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "None", body = ErrorBody)))]
             async fn get_one(
                 State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
             ) -> ApiResult<Response> {
@@ -513,28 +483,17 @@ macro_rules! setting_routes {
                 Ok(Json(answer(&setting)?).into_response())
             }
 
-            #[utoipa::path(delete, path = concat!("/", $one), tag = "lifecycle",
-                summary = concat!("Remove {scope} ", $what),
-                responses(
-                    (status = 204, description = "Removed"),
-                    (status = 400, description = "Malformed id", body = ErrorBody),
-                    (status = 404, description = "None", body = ErrorBody)))]
+            #[utoipa::path(delete, path = concat!("/", $one), tag = "lifecycle", summary = concat!("Remove {scope} ", $what), responses((status = 204, description = "Removed"), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "None", body = ErrorBody)))]
             async fn delete_one(
                 State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
             ) -> ApiResult<StatusCode> {
                 delete_setting(KIND, &state, &path).await
             }
 
-            #[utoipa::path(get, path = concat!("/v1/clusters/{cluster}/", $all), tag = "lifecycle",
-                summary = concat!("The cluster's ", $whats, " (job-id null) and its jobs' overrides"),
-                params(ClusterPath),
-                responses(
-                    (status = 200, description = "The list (empty if none)", body = $list),
-                    (status = 400, description = "Malformed id", body = ErrorBody)))]
+            #[utoipa::path(get, path = concat!("/v1/clusters/{cluster}/", $all), tag = "lifecycle", summary = concat!("The cluster's ", $whats, " (job-id null) and its jobs' overrides"), params(ClusterPath), responses((status = 200, description = "The list (empty if none)", body = $list), (status = 400, description = "Malformed id", body = ErrorBody)))]
             async fn list(
-                State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+                State(state): State<AppState>, Cluster(cluster): Cluster,
             ) -> ApiResult<Response> {
-                let cluster = path.cluster()?;
                 let settings = state.store.list_settings(KIND, &cluster).await?;
                 let answers = settings.iter().map(answer).collect::<ApiResult<_>>()?;
                 Ok(Json($list { $field: answers }).into_response())
@@ -555,13 +514,7 @@ setting_routes!(
 
 // ---- The latest savepoint ----
 
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/jobs/{jobid}/latest-savepoint", tag = "lifecycle",
-    summary = "The newest completed savepoint of a job, not disposed of (what a redeploy restores from)",
-    params(JobScopePath),
-    responses(
-        (status = 200, description = "The operation", body = OperationAnswer),
-        (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 404, description = "None", body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/jobs/{jobid}/latest-savepoint", tag = "lifecycle", summary = "The newest completed savepoint of a job, not disposed of (what a redeploy restores from)", params(JobScopePath), responses((status = 200, description = "The operation", body = OperationAnswer), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "None", body = ErrorBody)))]
 async fn latest_of_job(
     State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
 ) -> ApiResult<Response> {
@@ -581,25 +534,17 @@ async fn latest_of_job(
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-struct NameQuery {
+struct ByName {
     /// the job's name (Flink's job overview, the job results)
     #[serde(rename = "job-name")]
     #[param(value_type = String, min_length = 1, max_length = 4096)]
     job_name: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/latest-savepoint", tag = "lifecycle",
-    summary = "The newest completed savepoint of any job of a name (a redeployed job gets a new id)",
-    params(ClusterPath, NameQuery),
-    responses(
-        (status = 200, description = "The operation", body = OperationAnswer),
-        (status = 400, description = "No job-name", body = ErrorBody),
-        (status = 404, description = "None", body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/latest-savepoint", tag = "lifecycle", summary = "The newest completed savepoint of any job of a name (a redeployed job gets a new id)", params(ClusterPath, ByName), responses((status = 200, description = "The operation", body = OperationAnswer), (status = 400, description = "No job-name", body = ErrorBody), (status = 404, description = "None", body = ErrorBody)))]
 async fn latest_by_name(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
-    QueryParams(q): QueryParams<NameQuery>,
+    State(state): State<AppState>, Cluster(cluster): Cluster, QueryParams(q): QueryParams<ByName>,
 ) -> ApiResult<Response> {
-    let cluster = path.cluster()?;
     let name = q
         .job_name
         .filter(|n| !n.is_empty() && n.len() <= 4096 && !n.contains('\0'))

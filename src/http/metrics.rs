@@ -81,8 +81,7 @@ fn status_label(status: StatusCode) -> &'static str {
 }
 
 /// `GET /metrics`.
-#[utoipa::path(get, path = "/metrics", tag = "service", summary = "Prometheus metrics (text format)",
-    responses((status = 200, description = "Metrics", content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", tag = "service", summary = "Prometheus metrics (text format)", responses((status = 200, description = "Metrics", content_type = "text/plain")))]
 pub async fn render(State(state): State<AppState>) -> Response {
     let m = &state.metrics;
     let (size, idle) = state.store.pool_connections();

@@ -235,25 +235,19 @@ async fn method_not_allowed(uri: Uri) -> ApiError {
     ApiError::MethodNotAllowed
 }
 
-#[utoipa::path(get, path = "/openapi.json", tag = "service", summary = "This document",
-    responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
+#[utoipa::path(get, path = "/openapi.json", tag = "service", summary = "This document", responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
 async fn openapi_json() -> Json<&'static serde_json::Value> {
     Json(openapi::document())
 }
 
-#[utoipa::path(get, path = "/healthz", tag = "service", summary = "The process is alive",
-    responses((status = 200, description = "Alive", body = answers::Health)))]
+#[utoipa::path(get, path = "/healthz", tag = "service", summary = "The process is alive", responses((status = 200, description = "Alive", body = answers::Health)))]
 async fn healthz() -> Json<answers::Health> {
     Json(answers::Health { status: "ok" })
 }
 
 /// `{"status": "ready", "database": {...}}` (what the database promises, as last checked),
 /// or 503 with the contract's error body.
-#[utoipa::path(get, path = "/readyz", tag = "service",
-    summary = "The database is reachable and migrated; what the executor does and what the database promises",
-    responses(
-        (status = 200, description = "Ready", body = answers::Ready),
-        (status = 503, description = "Not ready", body = answers::NotReady)))]
+#[utoipa::path(get, path = "/readyz", tag = "service", summary = "The database is reachable and migrated; what the executor does and what the database promises", responses((status = 200, description = "Ready", body = answers::Ready), (status = 503, description = "Not ready", body = answers::NotReady)))]
 async fn readyz(State(state): State<AppState>) -> axum::response::Response {
     // The executor's state: "restarting" (a duty in its backoff after a panic) is still
     // ready; "stopped" (nothing drives savepoint operations any more) is not.

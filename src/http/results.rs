@@ -6,13 +6,13 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::SecondsFormat;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::answers::{Nullable, Time};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ClusterPath, JsonValue, PathParams, QueryParams};
 use super::{AppState, parse_cluster};
@@ -34,11 +34,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(application::router())
 }
 
-/// An RFC 3339 UTC time as the API prints it.
-pub fn time(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
-}
-
 /// Defines a result kind's answers: an entry (`{"cluster-id", "<kind>-id", "state",
 /// "created-at", "cleaned-at", "result"}`, in that order, the result as it was sent) and a
 /// page of a listing (`{"<kind>-results": [entries], "next": id or null}`).
@@ -47,16 +42,12 @@ macro_rules! result_answers {
         #[derive(Serialize, ToSchema)]
         #[serde(rename_all = "kebab-case")]
         pub struct $entry<'a> {
-            #[schema(value_type = ClusterId)]
             pub cluster_id: &'a ClusterId,
             #[schema(value_type = $id_type)]
             pub $id: ResultId,
-            #[schema(inline)]
             pub state: ResultState,
-            #[schema(format = DateTime)]
-            pub created_at: String,
-            #[schema(format = DateTime, required)]
-            pub cleaned_at: Option<String>,
+            pub created_at: Time,
+            pub cleaned_at: Nullable<Time>,
             #[schema(value_type = $result)]
             pub result: &'a Value,
         }
@@ -274,22 +265,13 @@ macro_rules! result_routes {
                     cluster_id: &e.cluster_id,
                     $id: e.id,
                     state: e.state,
-                    created_at: time(e.created_at),
-                    cleaned_at: e.cleaned_at.map(time),
+                    created_at: Time::of(e.created_at),
+                    cleaned_at: e.cleaned_at.map(Time::of).into(),
                     result: &e.result,
                 }
             }
 
-            #[utoipa::path(post, path = $base, tag = $tag,
-                summary = concat!("Register a dirty ", $noun, " result (createDirtyResult)"),
-                params(ClusterPath), request_body(content = $file),
-                responses(
-                    (status = 201, description = "Created, state dirty", body = $entry),
-                    (status = 400, description = "Malformed id or body", body = ErrorBody),
-                    (status = 409, description = "An entry with this id exists (dirty or clean)", body = ErrorBody),
-                    (status = 413, description = "Body over the limit", body = ErrorBody),
-                    (status = 415, description = "Not a JSON body", body = ErrorBody),
-                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            #[utoipa::path(post, path = $base, tag = $tag, summary = concat!("Register a dirty ", $noun, " result (createDirtyResult)"), params(ClusterPath), request_body(content = $file), responses((status = 201, description = "Created, state dirty", body = $entry), (status = 400, description = "Malformed id or body", body = ErrorBody), (status = 409, description = "An entry with this id exists (dirty or clean)", body = ErrorBody), (status = 413, description = "Body over the limit", body = ErrorBody), (status = 415, description = "Not a JSON body", body = ErrorBody), (status = 503, description = "The database is unavailable", body = ErrorBody)))]
             async fn create_entry(
                 State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
                 JsonValue(body): JsonValue,
@@ -299,13 +281,7 @@ macro_rules! result_routes {
                 Ok((StatusCode::CREATED, [(header::LOCATION, location)], answer).into_response())
             }
 
-            #[utoipa::path(get, path = $base, tag = $tag,
-                summary = concat!("List ", $noun, " results of a cluster, ordered by id (getDirtyResults with state=dirty)"),
-                params(ClusterPath, ListQuery),
-                responses(
-                    (status = 200, description = "A page of entries", body = $list),
-                    (status = 400, description = "Malformed query", body = ErrorBody),
-                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            #[utoipa::path(get, path = $base, tag = $tag, summary = concat!("List ", $noun, " results of a cluster, ordered by id (getDirtyResults with state=dirty)"), params(ClusterPath, ListQuery), responses((status = 200, description = "A page of entries", body = $list), (status = 400, description = "Malformed query", body = ErrorBody), (status = 503, description = "The database is unavailable", body = ErrorBody)))]
             async fn list_entries(
                 State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
                 QueryParams(q): QueryParams<ListQuery>,
@@ -318,14 +294,7 @@ macro_rules! result_routes {
                 Ok(Json(page).into_response())
             }
 
-            #[utoipa::path(get, path = concat!($base, "/{id}"), tag = $tag,
-                summary = concat!("Read one ", $noun, " result"),
-                params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))),
-                responses(
-                    (status = 200, description = "The entry", body = $entry),
-                    (status = 400, description = "Malformed id", body = ErrorBody),
-                    (status = 404, description = "No such entry", body = ErrorBody),
-                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            #[utoipa::path(get, path = concat!($base, "/{id}"), tag = $tag, summary = concat!("Read one ", $noun, " result"), params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))), responses((status = 200, description = "The entry", body = $entry), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "No such entry", body = ErrorBody), (status = 503, description = "The database is unavailable", body = ErrorBody)))]
             async fn get_entry(
                 State(state): State<AppState>, PathParams(path): PathParams<EntryPath>,
             ) -> ApiResult<Response> {
@@ -333,13 +302,7 @@ macro_rules! result_routes {
                 Ok(Json(answer(&entry)).into_response())
             }
 
-            #[utoipa::path(head, path = concat!($base, "/{id}"), tag = $tag,
-                summary = concat!("Whether a ", $noun, " result exists (hasJobResultEntry)"),
-                params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))),
-                responses(
-                    (status = 200, description = "Present"),
-                    (status = 400, description = "Malformed id"),
-                    (status = 404, description = "Absent")))]
+            #[utoipa::path(head, path = concat!($base, "/{id}"), tag = $tag, summary = concat!("Whether a ", $noun, " result exists (hasJobResultEntry)"), params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))), responses((status = 200, description = "Present"), (status = 400, description = "Malformed id"), (status = 404, description = "Absent")))]
             async fn head_entry(
                 state: State<AppState>, path: PathParams<EntryPath>,
             ) -> ApiResult<Response> {
@@ -347,29 +310,14 @@ macro_rules! result_routes {
                 get_entry(state, path).await
             }
 
-            #[utoipa::path(delete, path = concat!($base, "/{id}"), tag = $tag,
-                summary = concat!("Remove a stale ", $noun, " result (an operator's tool)"),
-                params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))),
-                responses(
-                    (status = 204, description = "Removed"),
-                    (status = 400, description = "Malformed id", body = ErrorBody),
-                    (status = 404, description = "No such entry", body = ErrorBody),
-                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            #[utoipa::path(delete, path = concat!($base, "/{id}"), tag = $tag, summary = concat!("Remove a stale ", $noun, " result (an operator's tool)"), params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))), responses((status = 204, description = "Removed"), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "No such entry", body = ErrorBody), (status = 503, description = "The database is unavailable", body = ErrorBody)))]
             async fn delete_entry(
                 State(state): State<AppState>, PathParams(path): PathParams<EntryPath>,
             ) -> ApiResult<StatusCode> {
                 remove(KIND, &state, &path).await
             }
 
-            #[utoipa::path(post, path = concat!($base, "/{id}/clean"), tag = $tag,
-                summary = concat!("Mark a ", $noun, " result clean (markResultAsClean)"),
-                params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))),
-                responses(
-                    (status = 200, description = "Clean (also when it already was; cleaned-at unchanged)", body = $entry),
-                    (status = 204, description = "Deleted (with --delete-on-commit)"),
-                    (status = 400, description = "Malformed id", body = ErrorBody),
-                    (status = 404, description = "Not present in the store", body = ErrorBody),
-                    (status = 503, description = "The database is unavailable", body = ErrorBody)))]
+            #[utoipa::path(post, path = concat!($base, "/{id}/clean"), tag = $tag, summary = concat!("Mark a ", $noun, " result clean (markResultAsClean)"), params(ClusterPath, ("id" = $id_type, Path, description = concat!("the ", $noun, " id"))), responses((status = 200, description = "Clean (also when it already was; cleaned-at unchanged)", body = $entry), (status = 204, description = "Deleted (with --delete-on-commit)"), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "Not present in the store", body = ErrorBody), (status = 503, description = "The database is unavailable", body = ErrorBody)))]
             async fn clean_entry(
                 State(state): State<AppState>, PathParams(path): PathParams<EntryPath>,
             ) -> ApiResult<Response> {
@@ -407,11 +355,11 @@ mod tests {
             Value::String(e.id.to_string()),
         );
         m.insert("state".into(), Value::String(e.state.as_str().into()));
-        m.insert("created-at".into(), Value::String(time(e.created_at)));
-        m.insert(
-            "cleaned-at".into(),
-            e.cleaned_at.map(time).map_or(Value::Null, Value::String),
-        );
+        let time = |t: chrono::DateTime<chrono::Utc>| {
+            Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+        };
+        m.insert("created-at".into(), time(e.created_at));
+        m.insert("cleaned-at".into(), e.cleaned_at.map_or(Value::Null, time));
         m.insert("result".into(), e.result.clone());
         Value::Object(m)
     }

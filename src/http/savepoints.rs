@@ -13,10 +13,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::answers::{
-    ClusterAnswer, ClusterList, OperationAnswer, OperationPage, RequestId, SavepointStatus,
+    ClusterAnswer, ClusterList, FlinkStatus, OperationAnswer, OperationPage, RequestId,
 };
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{ClusterPath, JsonValue, PathParams, QueryParams, RawBody};
+use super::extract::{Cluster, ClusterPath, JsonValue, PathParams, QueryParams, RawBody};
 use super::openapi::flink_routes;
 use super::results::parse_limit;
 use super::{AppState, parse_cluster, parse_hex};
@@ -268,22 +268,12 @@ fn parse_trigger_body(bytes: &[u8], stop: bool) -> ApiResult<TriggerBody> {
     })
 }
 
-#[utoipa::path(post, path = "/jobs/{jobid}/savepoints", tag = "savepoints",
-    summary = "Trigger a savepoint{scope}, as Flink's POST /jobs/:jobid/savepoints",
-    params(JobParam), request_body(content = Option<SavepointTriggerRequestBody>),
-    responses(
-        (status = 202, description = "Accepted; the same triggerId answers the same request-id", body = RequestId),
-        (status = 400, description = "Malformed id or body, or no target directory", body = ErrorBody)))]
+#[utoipa::path(post, path = "/jobs/{jobid}/savepoints", tag = "savepoints", summary = "Trigger a savepoint{scope}, as Flink's POST /jobs/:jobid/savepoints", params(JobParam), request_body(content = Option<SavepointTriggerRequestBody>), responses((status = 202, description = "Accepted; the same triggerId answers the same request-id", body = RequestId), (status = 400, description = "Malformed id or body, or no target directory", body = ErrorBody)))]
 async fn trigger(state: State<AppState>, params: Params, body: RawBody) -> ApiResult<Response> {
     start_operation(state, params, body, false).await
 }
 
-#[utoipa::path(post, path = "/jobs/{jobid}/stop", tag = "savepoints",
-    summary = "Stop a job with a savepoint{scope}, as Flink's POST /jobs/:jobid/stop",
-    params(JobParam), request_body(content = Option<StopWithSavepointRequestBody>),
-    responses(
-        (status = 202, description = "Accepted", body = RequestId),
-        (status = 400, description = "Malformed id or body, or no target directory", body = ErrorBody)))]
+#[utoipa::path(post, path = "/jobs/{jobid}/stop", tag = "savepoints", summary = "Stop a job with a savepoint{scope}, as Flink's POST /jobs/:jobid/stop", params(JobParam), request_body(content = Option<StopWithSavepointRequestBody>), responses((status = 202, description = "Accepted", body = RequestId), (status = 400, description = "Malformed id or body, or no target directory", body = ErrorBody)))]
 async fn stop(state: State<AppState>, params: Params, body: RawBody) -> ApiResult<Response> {
     start_operation(state, params, body, true).await
 }
@@ -357,19 +347,13 @@ pub(super) async fn create(state: &AppState, new: &NewOperation) -> ApiResult<Op
     Ok(op)
 }
 
-#[utoipa::path(get, path = "/jobs/{jobid}/savepoints/{triggerid}", tag = "savepoints",
-    summary = "Status of a savepoint operation{scope}, as Flink's",
-    params(TriggerParam),
-    responses(
-        (status = 200, description = "IN_PROGRESS or COMPLETED", body = SavepointStatus),
-        (status = 400, description = "Malformed id", body = ErrorBody),
-        (status = 404, description = "No such operation", body = ErrorBody)))]
+#[utoipa::path(get, path = "/jobs/{jobid}/savepoints/{triggerid}", tag = "savepoints", summary = "Status of a savepoint operation{scope}, as Flink's", params(TriggerParam), responses((status = 200, description = "IN_PROGRESS or COMPLETED", body = FlinkStatus), (status = 400, description = "Malformed id", body = ErrorBody), (status = 404, description = "No such operation", body = ErrorBody)))]
 async fn status(
     State(state): State<AppState>, PathParams(params): Params,
-) -> ApiResult<Json<SavepointStatus>> {
+) -> ApiResult<Json<FlinkStatus>> {
     let key = params.key(&state)?;
     match state.store.get_operation(&key).await? {
-        Some(op) if op.kind.is_savepoint() => Ok(Json(SavepointStatus::of(&op))),
+        Some(op) if op.kind.is_savepoint() => Ok(Json(FlinkStatus::of(&op))),
         _ => Err(ApiError::OperationNotFound {
             job: key.job,
             trigger: key.request,
@@ -377,16 +361,7 @@ async fn status(
     }
 }
 
-#[utoipa::path(post, path = "/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete",
-    tag = "savepoint operations",
-    summary = "Complete an operation (for an executor outside this service)",
-    params(OperationPath), request_body(content = CompleteBody),
-    responses(
-        (status = 200, description = "Completed (also when completed before with the same result)", body = OperationAnswer),
-        (status = 400, description = "Malformed id or body: exactly one of location and failure-cause", body = ErrorBody),
-        (status = 404, description = "No such operation", body = ErrorBody),
-        (status = 409, description = "Completed before with a different result", body = ErrorBody),
-        (status = 415, description = "Not a JSON body", body = ErrorBody)))]
+#[utoipa::path(post, path = "/v1/clusters/{cluster}/jobs/{jobid}/savepoints/{triggerid}/complete", tag = "savepoint operations", summary = "Complete an operation (for an executor outside this service)", params(OperationPath), request_body(content = CompleteBody), responses((status = 200, description = "Completed (also when completed before with the same result)", body = OperationAnswer), (status = 400, description = "Malformed id or body: exactly one of location and failure-cause", body = ErrorBody), (status = 404, description = "No such operation", body = ErrorBody), (status = 409, description = "Completed before with a different result", body = ErrorBody), (status = 415, description = "Not a JSON body", body = ErrorBody)))]
 async fn complete(
     State(state): State<AppState>, PathParams(path): PathParams<OperationPath>,
     JsonValue(body): JsonValue,
@@ -478,18 +453,11 @@ struct ListQuery {
     after: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/clusters/{cluster}/savepoint-operations",
-    tag = "savepoint operations",
-    summary = "List a cluster's savepoint operations, ordered by job id and request id",
-    params(ClusterPath, ListQuery),
-    responses(
-        (status = 200, description = "A page of operations", body = OperationPage),
-        (status = 400, description = "Malformed query", body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/clusters/{cluster}/savepoint-operations", tag = "savepoint operations", summary = "List a cluster's savepoint operations, ordered by job id and request id", params(ClusterPath, ListQuery), responses((status = 200, description = "A page of operations", body = OperationPage), (status = 400, description = "Malformed query", body = ErrorBody)))]
 async fn list(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+    State(state): State<AppState>, Cluster(cluster): Cluster,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> ApiResult<Response> {
-    let cluster = path.cluster()?;
     let job = q
         .job_id
         .as_deref()
@@ -537,7 +505,7 @@ async fn list(
     };
     let page = OperationPage {
         operations: ops.iter().map(OperationAnswer::of).collect(),
-        next,
+        next: next.into(),
     };
     Ok(Json(page).into_response())
 }
@@ -564,17 +532,10 @@ fn empty_cluster(cluster: &ClusterId) -> ClusterConfig {
     }
 }
 
-#[utoipa::path(get, path = "/v1/clusters/{cluster}", tag = "clusters",
-    summary = "A cluster's savepoint configuration",
-    params(ClusterPath),
-    responses(
-        (status = 200, description = "The cluster", body = ClusterAnswer),
-        (status = 400, description = "Malformed cluster id", body = ErrorBody),
-        (status = 404, description = "Not configured", body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/clusters/{cluster}", tag = "clusters", summary = "A cluster's savepoint configuration", params(ClusterPath), responses((status = 200, description = "The cluster", body = ClusterAnswer), (status = 400, description = "Malformed cluster id", body = ErrorBody), (status = 404, description = "Not configured", body = ErrorBody)))]
 async fn get_cluster(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
+    State(state): State<AppState>, Cluster(cluster): Cluster,
 ) -> ApiResult<Response> {
-    let cluster = path.cluster()?;
     match state.store.get_cluster(&cluster).await? {
         Some(c) => Ok(Json(ClusterAnswer::of(&c)).into_response()),
         // The default cluster always exists; its values come from the serve flags.
@@ -587,18 +548,10 @@ async fn get_cluster(
     }
 }
 
-#[utoipa::path(put, path = "/v1/clusters/{cluster}", tag = "clusters",
-    summary = "Set a cluster's Flink REST URL and default savepoint directory",
-    params(ClusterPath), request_body(content = ClusterUpdate),
-    responses(
-        (status = 200, description = "The cluster", body = ClusterAnswer),
-        (status = 400, description = "Malformed body", body = ErrorBody),
-        (status = 415, description = "Not a JSON body", body = ErrorBody)))]
+#[utoipa::path(put, path = "/v1/clusters/{cluster}", tag = "clusters", summary = "Set a cluster's Flink REST URL and default savepoint directory", params(ClusterPath), request_body(content = ClusterUpdate), responses((status = 200, description = "The cluster", body = ClusterAnswer), (status = 400, description = "Malformed body", body = ErrorBody), (status = 415, description = "Not a JSON body", body = ErrorBody)))]
 async fn put_cluster(
-    State(state): State<AppState>, PathParams(path): PathParams<ClusterPath>,
-    JsonValue(body): JsonValue,
+    State(state): State<AppState>, Cluster(cluster): Cluster, JsonValue(body): JsonValue,
 ) -> ApiResult<Response> {
-    let cluster = path.cluster()?;
     let Value::Object(body) = body else {
         return Err(ApiError::BadRequest(
             "the body must be {\"flink-rest-url\": str|null, \"savepoint-directory\": str|null}"
@@ -660,9 +613,7 @@ fn validate_flink_url(url: &str) -> ApiResult<FlinkRestUrl> {
         .map_err(|e| ApiError::BadRequest(format!("field `flink-rest-url` {e}")))
 }
 
-#[utoipa::path(get, path = "/v1/clusters", tag = "clusters",
-    summary = "Every configured cluster, and the default one",
-    responses((status = 200, description = "The clusters", body = ClusterList)))]
+#[utoipa::path(get, path = "/v1/clusters", tag = "clusters", summary = "Every configured cluster, and the default one", responses((status = 200, description = "The clusters", body = ClusterList)))]
 async fn list_clusters(State(state): State<AppState>) -> ApiResult<Response> {
     let mut clusters = state.store.list_clusters().await?;
     if !clusters

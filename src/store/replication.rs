@@ -49,7 +49,6 @@ impl Replication {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct DatabaseStatus {
-    #[schema(inline)]
     pub replication: Replication,
     /// Standbys attached to the server (rows of `pg_stat_replication`).
     pub standbys: i64,

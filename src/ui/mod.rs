@@ -1047,89 +1047,123 @@ fn csrf_failure() -> Failure {
     )
 }
 
-async fn trigger_savepoint(
-    State(state): State<AppState>, Path((raw, raw_job)): Path<(String, String)>,
-    headers: HeaderMap, Form(form): FormFields,
-) -> Response {
-    let path = format!("/ui/clusters/{raw}/jobs/{raw_job}/savepoint");
-    let st = state.clone();
-    let h = headers.clone();
-    serve_page(&state, &headers, &path, |who| async move {
-        let r = async {
-            if !session::csrf_ok(&h, field(&form, "csrf")) {
-                return Err(csrf_failure());
+/// A form posted on a job's page: its path, the cluster and job it names (as sent), the
+/// request's headers (the session) and the form's fields (the CSRF token).
+struct JobForm {
+    path: String,
+    target: (String, String),
+    headers: HeaderMap,
+    form: Vec<(String, String)>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for JobForm {
+    type Rejection = Response;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Response> {
+        use axum::extract::FromRequestParts;
+        let (mut parts, body) = req.into_parts();
+        let Path(target) = Path::<(String, String)>::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let path = parts.uri.path().to_owned();
+        let headers = parts.headers.clone();
+        let req = axum::extract::Request::from_parts(parts, body);
+        let Form(form) = FormFields::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(JobForm {
+            path,
+            target,
+            headers,
+            form,
+        })
+    }
+}
+
+impl JobForm {
+    /// The page's session and CSRF checks, the cluster and job the signed-in user may
+    /// `action` on, then `act` with them.
+    async fn act<F, Fut>(self, state: AppState, action: Action, act: F) -> Response
+    where
+        F: FnOnce(AppState, ClusterId, JobId) -> Fut,
+        Fut: std::future::Future<Output = Result<Response, Failure>>,
+    {
+        let JobForm {
+            path,
+            target: (raw, raw_job),
+            headers,
+            form,
+        } = self;
+        let st = state.clone();
+        let h = headers.clone();
+        serve_page(&state, &headers, &path, |who| async move {
+            let r = async {
+                if !session::csrf_ok(&h, field(&form, "csrf")) {
+                    return Err(csrf_failure());
+                }
+                let (cluster, job) = action_target(&who, &raw, &raw_job, action)?;
+                act(st, cluster, job).await
             }
-            let (cluster, job) = action_target(&who, &raw, &raw_job, Action::Savepoint)?;
-            // The API's own route: the same checks, defaults and wake-up of the executor.
-            let uri = format!("/v1/clusters/{}/jobs/{job}/savepoints", cluster.as_str());
-            let req = Request::builder()
-                .method(Method::POST)
-                .uri(uri)
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(axum::body::Body::from("{}"))
-                .map_err(|_| Failure::BadRequest("The request could not be made.".to_owned()))?;
-            let res = axum::Router::from(crate::http::savepoints::router())
-                .with_state(st)
-                .oneshot(req)
-                .await
-                .unwrap_or_else(|e| match e {});
-            let status = res.status();
-            let body = axum::body::to_bytes(res.into_body(), 64 * 1024)
-                .await
-                .unwrap_or_default();
-            let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            if status == StatusCode::ACCEPTED {
-                let id = json["request-id"].as_str().unwrap_or_default();
-                tracing::info!(cluster = %cluster, job = %job, request = id, "console: savepoint triggered");
-                return Ok(Redirect::to(&format!(
-                    "/ui/clusters/{}/jobs/{job}?triggered={id}",
-                    cluster.as_str()
-                ))
-                .into_response());
-            }
-            let message = json["errors"][0]
-                .as_str()
-                .map(|m| view::clip(m, 300))
-                .unwrap_or_else(|| "The savepoint could not be requested.".to_owned());
-            Err(match status {
-                StatusCode::SERVICE_UNAVAILABLE => Failure::Unavailable(message),
-                StatusCode::NOT_FOUND => Failure::NotFound(message),
-                _ => Failure::BadRequest(message),
-            })
+            .await;
+            (who, r)
+        })
+        .await
+    }
+}
+
+async fn trigger_savepoint(State(state): State<AppState>, form: JobForm) -> Response {
+    form.act(state, Action::Savepoint, |st, cluster, job| async move {
+        // The API's own route: the same checks, defaults and wake-up of the executor.
+        let uri = format!("/v1/clusters/{}/jobs/{job}/savepoints", cluster.as_str());
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from("{}"))
+            .map_err(|_| Failure::BadRequest("The request could not be made.".to_owned()))?;
+        let res = axum::Router::from(crate::http::savepoints::router())
+            .with_state(st)
+            .oneshot(req)
+            .await
+            .unwrap_or_else(|e| match e {});
+        let status = res.status();
+        let body = axum::body::to_bytes(res.into_body(), 64 * 1024)
+            .await
+            .unwrap_or_default();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if status == StatusCode::ACCEPTED {
+            let id = json["request-id"].as_str().unwrap_or_default();
+            tracing::info!(cluster = %cluster, job = %job, request = id, "console: savepoint triggered");
+            return Ok(Redirect::to(&format!(
+                "/ui/clusters/{}/jobs/{job}?triggered={id}",
+                cluster.as_str()
+            ))
+            .into_response());
         }
-        .await;
-        (who, r)
+        let message = json["errors"][0]
+            .as_str()
+            .map(|m| view::clip(m, 300))
+            .unwrap_or_else(|| "The savepoint could not be requested.".to_owned());
+        Err(match status {
+            StatusCode::SERVICE_UNAVAILABLE => Failure::Unavailable(message),
+            StatusCode::NOT_FOUND => Failure::NotFound(message),
+            _ => Failure::BadRequest(message),
+        })
     })
     .await
 }
 
-async fn remove_result(
-    State(state): State<AppState>, Path((raw, raw_job)): Path<(String, String)>,
-    headers: HeaderMap, Form(form): FormFields,
-) -> Response {
-    let path = format!("/ui/clusters/{raw}/job-results/{raw_job}/remove");
-    let st = state.clone();
-    let h = headers.clone();
-    serve_page(&state, &headers, &path, |who| async move {
-        let r = async {
-            if !session::csrf_ok(&h, field(&form, "csrf")) {
-                return Err(csrf_failure());
-            }
-            let (cluster, job) = action_target(&who, &raw, &raw_job, Action::Remove)?;
-            if !st.store.delete_result(&cluster, ResultId::Job(job)).await? {
-                return Err(Failure::NotFound(format!(
-                    "Cluster {} has no job result {job}.",
-                    cluster.as_str()
-                )));
-            }
-            tracing::info!(cluster = %cluster, job = %job, "console: job result removed");
-            Ok(
-                Redirect::to(&format!("/ui/clusters/{}?removed={job}", cluster.as_str()))
-                    .into_response(),
-            )
+async fn remove_result(State(state): State<AppState>, form: JobForm) -> Response {
+    form.act(state, Action::Remove, |st, cluster, job| async move {
+        if !st.store.delete_result(&cluster, ResultId::Job(job)).await? {
+            return Err(Failure::NotFound(format!(
+                "Cluster {} has no job result {job}.",
+                cluster.as_str()
+            )));
         }
-        .await;
-        (who, r)
+        tracing::info!(cluster = %cluster, job = %job, "console: job result removed");
+        let removed = format!("/ui/clusters/{}?removed={job}", cluster.as_str());
+        Ok(Redirect::to(&removed).into_response())
     })
     .await
 }

@@ -38,12 +38,8 @@ pub struct Who {
 
 /// The value of a cookie of the request.
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
+    crate::http::extract::header_items(headers, header::COOKIE, ';')
+        .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v.trim())
         .filter(|v| (32..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_hexdigit()))

@@ -147,6 +147,16 @@ fn key(job: &str, request: &str) -> OperationKey {
 /// fails after 5 s. The invalidation rides on the write's NOTIFY, which reaches B after the
 /// commit: a client's next request (one HTTP round trip later) finds it done, a read in this
 /// process straight after the write may come a little before it.
+/// Waits until `replica`'s cache holds fewer than `entries` operations (it heard of a
+/// change and forgot the operation): within 5 s; prints how long it took.
+async fn heard_of_change(replica: &Serve, entries: f64) {
+    seen_within(
+        &format!("{}: the notification of the change", replica.name),
+        || async { served_figures(replica).await.entries < entries },
+    )
+    .await;
+}
+
 async fn seen_within<F, Fut>(what: &str, mut seen: F) -> Duration
 where
     F: FnMut() -> Fut,
@@ -255,6 +265,9 @@ async fn a_completion_and_a_delete_on_a_are_seen_on_b_next_poll() {
         .await
         .unwrap();
     assert_eq!(deleted, 1);
+    // The cache is as fresh as the notification, which may arrive after the DELETE returned
+    // to this test: B's next poll once B has heard of it.
+    heard_of_change(&b, 1.0).await;
     let (status, _) = poll(&b.http, &job, &request).await;
     assert_eq!(
         status,
@@ -284,6 +297,7 @@ async fn a_completion_and_a_delete_on_a_are_seen_on_b_next_poll() {
         assert_eq!(poll(&b.http, &job, &old).await.0, StatusCode::OK);
     }
     assert_eq!(served_figures(&b).await.hits - before.hits, 1.0, "cached");
+    let cached = served_figures(&b).await.entries;
     let gc = common::run_jobstore(
         &[
             "gc",
@@ -296,6 +310,7 @@ async fn a_completion_and_a_delete_on_a_are_seen_on_b_next_poll() {
         Duration::from_secs(60),
     );
     assert!(gc.status.success(), "{}", gc.all());
+    heard_of_change(&b, cached).await;
     assert_eq!(
         poll(&b.http, &job, &old).await.0,
         StatusCode::NOT_FOUND,
