@@ -302,6 +302,15 @@ final class HaSelfTest {
 
     // --- leader election -----------------------------------------------------------------------------
 
+    interface ClusterCase {
+        void run(String cluster) throws Exception;
+    }
+
+    /** A case on a cluster id of its own. */
+    private void clusterCase(String name, ClusterCase body) {
+        t.test(name, () -> body.run(cluster()));
+    }
+
     interface LeaderAndStandby {
         void run(String cluster, Process a, Process b) throws Exception;
     }
@@ -311,8 +320,7 @@ final class HaSelfTest {
      * not started yet; both closed after.
      */
     private void leaderAndStandby(String name, LeaderAndStandby body) {
-        t.test(name, () -> {
-            String cluster = cluster();
+        clusterCase(name, cluster -> {
             try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
                 body.run(cluster, a, b);
             }
@@ -436,10 +444,9 @@ final class HaSelfTest {
         t.test("lease driver: renewals that hang (a frozen replica) -> revoked before the lease expires; re-acquired after", () -> {
             revokedInTime(FakeJobstore.Fault.HANG);
         });
-        t.test("lease driver: renewals that land but whose answers are lost -> revoked by the deadline; the next"
+        clusterCase("lease driver: renewals that land but whose answers are lost -> revoked by the deadline; the next"
                 + " term gets a new epoch and lease id although jobstore still holds the old lease live for this"
-                + " JobManager (acquiring answers the old lease id: released, acquired again)", () -> {
-            String cluster = cluster();
+                + " JobManager (acquiring answers the old lease id: released, acquired again)", cluster -> {
             try (Process a = new Process(urls, cluster).leading()) {
                 long e1 = a.epoch();
                 HaApi.Lease l1 = a.lease();
@@ -490,11 +497,10 @@ final class HaSelfTest {
     }
 
     private void lostAcquisition() {
-        t.test("lease driver: a database failover loses the leader's acquisition (the lease row back to the earlier"
+        clusterCase("lease driver: a database failover loses the leader's acquisition (the lease row back to the earlier"
                 + " epoch) -> another JobManager acquires the same epoch with a new lease id; the first one's writes"
                 + " (leader information, state handle, counter) are refused, it revokes, waits, and never writes"
-                + " under the other's lease", () -> {
-            String cluster = cluster();
+                + " under the other's lease", cluster -> {
             String first = fake.addReplica();
             try (Process a = new Process(first, cluster).leading(); Process b = new Process(fake.url(), cluster)) {
                 HaApi.Lease la = a.lease();
@@ -570,10 +576,9 @@ final class HaSelfTest {
                 fake.stopReplica(first);
             }
         });
-        t.test("lease driver: a database failover loses the leader's own acquisition and no one else takes the lease"
+        clusterCase("lease driver: a database failover loses the leader's own acquisition and no one else takes the lease"
                 + " -> its renewal is refused, it revokes; acquiring again answers the same epoch with a new lease id:"
-                + " a new term, led on with a new session; only the new lease writes", () -> {
-            String cluster = cluster();
+                + " a new term, led on with a new session; only the new lease writes", cluster -> {
             try (Process a = new Process(urls, cluster).leading()) {
                 HaApi.Lease l1 = a.lease();
                 fake.ha.loseLastAcquisition(cluster);
@@ -627,9 +632,8 @@ final class HaSelfTest {
     }
 
     private void replicaFailover() {
-        t.test("lease driver: the jobstore replica in use stops -> renewals go to the other replica, the lease and"
-                + " the leadership are kept (no revocation, same epoch)", () -> {
-            String cluster = cluster();
+        clusterCase("lease driver: the jobstore replica in use stops -> renewals go to the other replica, the lease and"
+                + " the leadership are kept (no revocation, same epoch)", cluster -> {
             String first = fake.addReplica();
             try (Process a = new Process(first + "," + fake.url(), cluster).leading()) {
                 long e1 = a.epoch();
@@ -719,8 +723,7 @@ final class HaSelfTest {
     }
 
     private void externalChanges() {
-        t.test("lease driver: leader information overwritten or deleted by someone else is reported to the listener", () -> {
-            String cluster = cluster();
+        clusterCase("lease driver: leader information overwritten or deleted by someone else is reported to the listener", cluster -> {
             try (Process a = new Process(urls, cluster).leading()) {
                 HaApi.Lease e = a.lease();
                 UUID session = a.events.sessions.get(0);
@@ -764,9 +767,8 @@ final class HaSelfTest {
     }
 
     private void retrieval() {
-        t.test("retrieval: another process learns of the leader's address promptly (long poll), of every change,"
-                + " and of the deletion; information of an earlier leader's epoch is reported as no leader", () -> {
-            String cluster = cluster();
+        clusterCase("retrieval: another process learns of the leader's address promptly (long poll), of every change,"
+                + " and of the deletion; information of an earlier leader's epoch is reported as no leader", cluster -> {
             try (Process a = new Process(urls, cluster).leading();
                     Process b = new Process(urls, cluster);
                     Process watcher = new Process(urls, cluster)) {
@@ -1147,11 +1149,10 @@ final class HaSelfTest {
     }
 
     private void flinkServices() {
-        t.test("Flink's services (jobstore mode from the factory): Flink's DefaultLeaderElectionService grants one of"
+        clusterCase("Flink's services (jobstore mode from the factory): Flink's DefaultLeaderElectionService grants one of"
                 + " two JobManagers; its confirmed address reaches the other's retriever and a client's; overwritten"
                 + " leader information is published again; an execution plan, an application and the checkpoint counter survive the"
-                + " takeover; job cleanup and cluster cleanup remove the HA data", () -> {
-            String cluster = cluster();
+                + " takeover; job cleanup and cluster cleanup remove the HA data", cluster -> {
             java.nio.file.Path storage = Files.createTempDirectory("jobstore-ha-storage");
             Configuration conf = jobstoreMode(cluster, storage);
             JobstoreHaServicesFactory factory = new JobstoreHaServicesFactory();
