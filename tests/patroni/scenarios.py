@@ -36,6 +36,7 @@ class Writers:
     as the acknowledgement. Every request is recorded: (start, end, status, job id)."""
 
     def __init__(self, base_url, cluster_id, n=WRITERS):
+        self.base_url = base_url
         self.url = f"{base_url}/v1/clusters/{cluster_id}/job-results"
         self.cluster_id = cluster_id
         self.records = []
@@ -111,7 +112,7 @@ class Writers:
             lat = [r[1] - r[0] for r in self.records if r[2] == status and r[0] >= since]
         return max(lat) if lat else 0.0
 
-    def present(self, base_url):
+    def present(self):
         """Every job id stored for the writers' cluster (paged listing)."""
         ids, after = set(), None
         while True:
@@ -202,6 +203,57 @@ class RouteProbe:
 def wait_writes(writers, n, timeout=60):
     start = writers.count()
     wait_for(f"{n} more acknowledged writes", lambda: writers.count() >= start + n, timeout, 0.1)
+
+
+class Outage:
+    """What the writers saw across one change of primary that began at t0 (seconds after t0):
+    when writes answered again and the longest stretch without an acknowledgement, when the new
+    primary answered Patroni and HAProxy routed to it, the statuses since t0, the acknowledged
+    writes and those missing afterwards."""
+
+    def __init__(self, writers, t0, t_promoted, routed_at):
+        self.writers = writers
+        self.resume, self.gap = writers.outage(t0)
+        self.statuses = writers.statuses(t0)
+        self.slowest_503 = writers.max_latency(503, t0)
+        self.promoted = t_promoted - t0
+        self.routed = routed_at - t0
+        self.acked = set(writers.acked)
+        self.lost = sorted(self.acked - writers.present())
+
+    def figures(self, what):
+        """The figures both scenarios report, `what` naming the fault ("kill", "command")."""
+        return {"acknowledged": len(self.acked), "lost": len(self.lost),
+                f"resume_after_{what}_s": round(self.resume, 2),
+                f"promoted_after_{what}_s": round(self.promoted, 2),
+                f"routed_after_{what}_s": round(self.routed, 2),
+                "resume_after_routed_s": round(self.resume - self.routed, 2),
+                "longest_gap_s": round(self.gap, 2), "503s": self.statuses.get(503, 0)}
+
+
+def change_primary(cluster, js_url, prefix, change):
+    """WRITERS writers on jobstore at js_url (cluster id prefix-XXXXXX); after 100 acknowledged
+    writes, change(old, probe) moves the primary away from `old` and answers (t0, the new primary)
+    once Patroni has one, t0 the moment of the fault; `probe` (a RouteProbe on `old`) is the
+    change's to start. Then until HAProxy routes to the new primary, writes are answered again
+    and 50 more are acknowledged: (Outage, old, new)."""
+    writers = Writers(js_url, prefix + "-" + random_hex(3)).start()
+    probe = None
+    try:
+        wait_writes(writers, 100)
+        old = cluster.primary()
+        probe = RouteProbe(cluster.port, old.pg_port)
+        t0, new = change(old, probe)
+        t_promoted = time.time()
+        wait_for("HAProxy routes to the new primary (it accepts connections)", lambda: probe.at, 30, 0.1)
+        wait_for("writes answered again", lambda: writers.outage(t0)[0] is not None
+                 and time.time() - t0 > writers.outage(t0)[0] + 2, 60, 0.2)
+        wait_writes(writers, 50)
+    finally:
+        writers.stop()
+        if probe:
+            probe.stop()
+    return Outage(writers, t0, t_promoted, probe.at), old, new
 
 
 # --- HA lease holders ---------------------------------------------------------------------------------
@@ -305,58 +357,38 @@ class Env:
     def scenario_kill(self, label):
         c, ck = self.cluster, self.checks
         js = self.jobstore(f"{label.replace(' #', '-')}-jobstore", c.url(self.database("kill")))
-        writers = Writers(js.url, "kill-" + random_hex(3)).start()
-        probe = None
-        try:
-            wait_writes(writers, 100)
-            old = c.primary()
+        timeline = None
+
+        def kill(old, probe):
+            nonlocal timeline
             timeline = c.timeline(old)
-            probe = RouteProbe(c.port, old.pg_port)
             t_kill = time.time()
             pid = old.kill_postmaster()
             probe.start()
             log(f"SIGKILL to the postmaster of {old.name} (pid {pid})")
-            new = c.wait_new_primary(old, 60, since=t_kill, timeline=timeline)
-            t_promoted = time.time()
-            wait_for("HAProxy routes to the new primary", lambda: probe.at, 30, 0.1)
-            wait_for("writes answered again", lambda: writers.outage(t_kill)[0] is not None
-                     and time.time() - t_kill > writers.outage(t_kill)[0] + 2, 60, 0.2)
-            wait_writes(writers, 50)
-        finally:
-            writers.stop()
-            if probe:
-                probe.stop()
-        resume, gap = writers.outage(t_kill)
-        statuses = writers.statuses(t_kill)
-        present = writers.present(js.url)
-        acked = set(writers.acked)
-        lost = sorted(acked - present)
-        fig = {"acknowledged": len(acked), "lost": len(lost), "resume_after_kill_s": round(resume, 2),
-               "promoted_after_kill_s": round(t_promoted - t_kill, 2),
-               "resume_after_promotion_s": round(resume - (t_promoted - t_kill), 2),
-               "routed_after_kill_s": round(probe.at - t_kill, 2),
-               "resume_after_routed_s": round(resume - (probe.at - t_kill), 2),
-               "longest_gap_s": round(gap, 2), "503s": statuses.get(503, 0),
-               "slowest_503_s": round(writers.max_latency(503, t_kill), 2), "statuses_after_kill": statuses,
+            return t_kill, c.wait_new_primary(old, 60, since=t_kill, timeline=timeline)
+        o, old, new = change_primary(c, js.url, "kill", kill)
+        fig = {**o.figures("kill"), "resume_after_promotion_s": round(o.resume - o.promoted, 2),
+               "slowest_503_s": round(o.slowest_503, 2), "statuses_after_kill": o.statuses,
                "timeline": [timeline, c.timeline(new)], "crashed_node_promoted_again": new is old}
         self.figure("kill", fig)
-        ck.check(f"{label}: writes answer again after the primary's SIGKILL", lambda: expect(resume is not None, "never")
-                 and f"{resume:.1f} s after the kill; {new.name} answered as primary after "
+        ck.check(f"{label}: writes answer again after the primary's SIGKILL", lambda: expect(o.resume is not None, "never")
+                 and f"{o.resume:.1f} s after the kill; {new.name} answered as primary after "
                      f"{fig['promoted_after_kill_s']:.1f} s, HAProxy routed to it after {fig['routed_after_kill_s']:.1f} s "
-                     f"(writes {fig['resume_after_routed_s']:.1f} s later); {statuses.get(503, 0)} answers 503, "
+                     f"(writes {fig['resume_after_routed_s']:.1f} s later); {o.statuses.get(503, 0)} answers 503, "
                      f"the slowest in {fig['slowest_503_s']} s")
         ck.check(f"{label}: nothing but 201 and retried 503s (no other 5xx, no request unanswered)",
-                 lambda: expect(not writers.errors, f"{len(writers.errors)} errors, first {writers.errors[:3]}")
-                 and f"{len(writers.records)} requests: {writers.statuses()}")
+                 lambda: expect(not o.writers.errors, f"{len(o.writers.errors)} errors, first {o.writers.errors[:3]}")
+                 and f"{len(o.writers.records)} requests: {o.writers.statuses()}")
         ck.check(f"{label}: a new timeline on {new.name}", lambda: expect(fig["timeline"][1] > timeline, fig["timeline"])
                  and f"{timeline} -> {fig['timeline'][1]}")
         if c.mode == "sync":
             ck.check(f"{label}: every acknowledged write is present (synchronous_mode)",
-                     lambda: expect(not lost, f"{len(lost)} of {len(acked)} acknowledged writes lost: {lost[:5]}")
-                     and f"{len(acked)} of {len(acked)}")
+                     lambda: expect(not o.lost, f"{len(o.lost)} of {len(o.acked)} acknowledged writes lost: {o.lost[:5]}")
+                     and f"{len(o.acked)} of {len(o.acked)}")
         else:
             ck.ok(f"{label}: acknowledged writes lost with asynchronous replication (measured): "
-                  f"{len(lost)} of {len(acked)}")
+                  f"{len(o.lost)} of {len(o.acked)}")
 
     # (2) the lease across a failover that lost the acquisition -------------------------------------
 
@@ -620,45 +652,25 @@ class Env:
         c, ck = self.cluster, self.checks
         url = url or c.url(self.database("switchover"))
         js = self.jobstore(f"{what}-jobstore", url)
-        writers = Writers(js.url, what + "-" + random_hex(3)).start()
-        probe = None
-        try:
-            wait_writes(writers, 100)
-            old = c.primary()
+
+        def switchover(old, probe):
             new = c.replica_of(old)
-            probe = RouteProbe(c.port, old.pg_port)
             t0 = time.time()
             probe.start()
             out = c.patronictl("switchover", "--leader", old.name, "--candidate", new.name, "--force")
             log(f"patronictl switchover: {snippet(out, 300)}")
             c.wait_new_primary(old, 60)
-            t_promoted = time.time()
-            wait_for("the new primary accepts connections (through HAProxy)", lambda: probe.at, 30, 0.1)
-            wait_for("writes answered again", lambda: writers.outage(t0)[0] is not None
-                     and time.time() - t0 > writers.outage(t0)[0] + 2, 60, 0.2)
-            wait_writes(writers, 50)
-        finally:
-            writers.stop()
-            if probe:
-                probe.stop()
-        resume, gap = writers.outage(t0)
-        statuses = writers.statuses(t0)
-        present = writers.present(js.url)
-        acked = set(writers.acked)
-        lost = sorted(acked - present)
-        fig = {"acknowledged": len(acked), "lost": len(lost), "resume_after_command_s": round(resume, 2),
-               "promoted_after_command_s": round(t_promoted - t0, 2),
-               "routed_after_command_s": round(probe.at - t0, 2),
-               "resume_after_routed_s": round(resume - (probe.at - t0), 2), "longest_gap_s": round(gap, 2),
-               "503s": statuses.get(503, 0), "statuses": statuses}
+            return t0, new
+        o, _, new = change_primary(c, js.url, what, switchover)
+        fig = {**o.figures("command"), "statuses": o.statuses}
         self.figure(what, fig)
         ck.check(f"{label}: writes go on through the switchover to {new.name}",
-                 lambda: f"longest gap {gap:.1f} s, {statuses.get(503, 0)} answers 503; writes resumed "
+                 lambda: f"longest gap {o.gap:.1f} s, {o.statuses.get(503, 0)} answers 503; writes resumed "
                          f"{fig['resume_after_routed_s']:.1f} s after the new primary accepted connections")
         ck.check(f"{label}: no error but retried 503s", lambda: expect(
-            not writers.errors, f"{len(writers.errors)} errors, first {writers.errors[:3]}") and f"{statuses}")
+            not o.writers.errors, f"{len(o.writers.errors)} errors, first {o.writers.errors[:3]}") and f"{o.statuses}")
         ck.check(f"{label}: nothing acknowledged is lost", lambda: expect(
-            not lost, f"{len(lost)} of {len(acked)} lost: {lost[:5]}") and f"{len(acked)} of {len(acked)}")
+            not o.lost, f"{len(o.lost)} of {len(o.acked)} lost: {o.lost[:5]}") and f"{len(o.acked)} of {len(o.acked)}")
 
     # (5) a multi-host URL, no HAProxy ------------------------------------------------------------
 

@@ -6,7 +6,10 @@ import java.time.Duration;
  * The plugin's one retry pause: {@code jobstore.retry-backoff} before the first retry, doubled
  * after every pause up to {@code jobstore.retry-max-backoff}. Every retry loop of the plugin (a
  * call's attempts, writes of leader information, the leader-information watcher) takes its
- * pauses from one of these, so that they cannot disagree. Not thread-safe: one per loop.
+ * pauses from one of these, so that they cannot disagree. The lease loop of {@link
+ * JobstoreLeaderElectionDriver} is no backoff: its pauses follow the lease (a renew interval
+ * between acquisitions, renewals retried within the lease's deadline). Not thread-safe: one per
+ * loop.
  */
 final class Backoff {
 

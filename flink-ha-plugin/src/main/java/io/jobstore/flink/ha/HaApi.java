@@ -87,11 +87,12 @@ final class HaApi {
         final String address;
         final String sessionId;
 
-        LeaderRecord(String component, long epoch, String address, String sessionId) {
-            this.component = component;
-            this.epoch = epoch;
-            this.address = address;
-            this.sessionId = sessionId;
+        /** An entry of {@code GET .../leader-info}'s {@code "leader-info"}. */
+        LeaderRecord(JsonNode r) {
+            this.component = r.path("component").asText();
+            this.epoch = r.path("epoch").asLong();
+            this.address = r.path("address").asText();
+            this.sessionId = r.path("session-id").asText();
         }
 
         @Override
@@ -128,11 +129,12 @@ final class HaApi {
         final byte[] bytes;
         final boolean markedForDeletion;
 
-        Handle(String name, long version, byte[] bytes, boolean markedForDeletion) {
-            this.name = name;
-            this.version = version;
-            this.bytes = bytes;
-            this.markedForDeletion = markedForDeletion;
+        /** A state handle as jobstore answers it: its {@code "handle"} in hex. */
+        Handle(JsonNode h) throws IOException {
+            this.name = h.path("name").asText();
+            this.version = h.path("version").asLong();
+            this.bytes = unhex(h.path("handle").asText());
+            this.markedForDeletion = h.path("marked-for-deletion").asBoolean(false);
         }
     }
 
@@ -145,9 +147,9 @@ final class HaApi {
         final int status;
         final boolean retried;
 
-        Write(int status, boolean retried) {
-            this.status = status;
-            this.retried = retried;
+        Write(JobstoreClient.Outcome out) {
+            this.status = out.status;
+            this.retried = out.earlierAttemptMayHaveLanded;
         }
     }
 
@@ -199,12 +201,13 @@ final class HaApi {
         /** How long it has left on jobstore's clock (0 once expired or released). */
         final long expiresInMs;
 
-        LeaseState(String etag, String holder, long epoch, boolean live, long expiresInMs) {
+        /** The answer of {@code GET .../lease} and its ETag. */
+        LeaseState(String etag, JsonNode answer) {
             this.etag = etag;
-            this.holder = holder;
-            this.epoch = epoch;
-            this.live = live;
-            this.expiresInMs = expiresInMs;
+            this.holder = answer.path("holder").asText();
+            this.epoch = answer.path("epoch").asLong();
+            this.live = answer.path("live").asBoolean();
+            this.expiresInMs = Math.max(0, answer.path("expires-in-ms").asLong());
         }
 
         @Override
@@ -259,21 +262,8 @@ final class HaApi {
      */
     LeaseState pollLease(String etag, Duration wait, Duration timeout) throws IOException {
         String path = base + "/lease?wait-ms=" + wait.toMillis();
-        JobstoreClient.Request req = new JobstoreClient.Request("GET", path, null).attempts(1).timeout(timeout);
-        if (etag != null) {
-            req.header("If-None-Match", etag);
-        }
-        JobstoreClient.Outcome out = client.call(req);
-        if (out.status == 304) {
-            return null;
-        }
-        JsonNode answer = expect(200, "GET", path, out);
-        return new LeaseState(
-                out.headers.firstValue("ETag").orElse(null),
-                answer.path("holder").asText(),
-                answer.path("epoch").asLong(),
-                answer.path("live").asBoolean(),
-                Math.max(0, answer.path("expires-in-ms").asLong()));
+        JobstoreClient.Outcome out = poll(path, etag, timeout);
+        return out == null ? null : new LeaseState(etag(out), expect(200, "GET", path, out));
     }
 
     /** True when renewed; false when the holder does not hold that lease live (fenced). */
@@ -314,27 +304,17 @@ final class HaApi {
      */
     Listing pollLeaderInfo(String etag, Duration wait) throws IOException {
         String path = base + "/leader-info?wait-ms=" + wait.toMillis();
-        JobstoreClient.Request req =
-                new JobstoreClient.Request("GET", path, null).attempts(1).timeout(wait.plus(client.timeout()));
-        if (etag != null) {
-            req.header("If-None-Match", etag);
-        }
-        JobstoreClient.Outcome out = client.call(req);
-        if (out.status == 304) {
+        JobstoreClient.Outcome out = poll(path, etag, wait.plus(client.timeout()));
+        if (out == null) {
             return null;
         }
         JsonNode page = expect(200, "GET", path, out);
         Map<String, LeaderRecord> records = new LinkedHashMap<>();
         for (JsonNode r : page.path("leader-info")) {
-            LeaderRecord record =
-                    new LeaderRecord(
-                            r.path("component").asText(),
-                            r.path("epoch").asLong(),
-                            r.path("address").asText(),
-                            r.path("session-id").asText());
+            LeaderRecord record = new LeaderRecord(r);
             records.put(record.component, record);
         }
-        return new Listing(out.headers.firstValue("ETag").orElse(null), records);
+        return new Listing(etag(out), records);
     }
 
     // --- state handles ----------------------------------------------------------------------
@@ -346,7 +326,7 @@ final class HaApi {
         if (out.status == 404) {
             return null;
         }
-        return handle(expect(200, "GET", path, out));
+        return new Handle(expect(200, "GET", path, out));
     }
 
     /** Most handles a page of a listing asks for (jobstore's limit). */
@@ -366,7 +346,7 @@ final class HaApi {
             String path = after == null ? first : first + "&after=" + segment(after);
             JsonNode answer = expect(200, "GET", path, client.call("GET", path, null));
             for (JsonNode h : answer.path("state-handles")) {
-                all.add(handle(h));
+                all.add(new Handle(h));
             }
             JsonNode next = answer.path("next");
             if (!next.isTextual()) {
@@ -468,7 +448,7 @@ final class HaApi {
         JobstoreClient.Outcome out = fenced(client.call(method, path, json(body)));
         for (int status : expected) {
             if (out.status == status) {
-                return new Write(out.status, out.earlierAttemptMayHaveLanded);
+                return new Write(out);
             }
         }
         throw client.unexpected(method, path, out);
@@ -477,6 +457,23 @@ final class HaApi {
     private JobstoreClient.Outcome once(String method, String path, ObjectNode body, Duration timeout)
             throws IOException {
         return client.call(new JobstoreClient.Request(method, path, json(body)).attempts(1).timeout(timeout));
+    }
+
+    /**
+     * One attempt of a conditional GET ({@code If-None-Match: etag} unless null) of at most
+     * {@code timeout}: its outcome, or null for a 304 (nothing changed).
+     */
+    private JobstoreClient.Outcome poll(String path, String etag, Duration timeout) throws IOException {
+        JobstoreClient.Request req = new JobstoreClient.Request("GET", path, null).attempts(1).timeout(timeout);
+        if (etag != null) {
+            req.header("If-None-Match", etag);
+        }
+        JobstoreClient.Outcome out = client.call(req);
+        return out.status == 304 ? null : out;
+    }
+
+    private static String etag(JobstoreClient.Outcome out) {
+        return out.headers.firstValue("ETag").orElse(null);
     }
 
     /** A 409 {@code fenced: ...} answer as a {@link NotLeaderException}. */
@@ -500,14 +497,6 @@ final class HaApi {
 
     private static JsonNode parse(String method, String path, JobstoreClient.Outcome out) throws IOException {
         return JobstoreClient.parseObject(method, path, out.body);
-    }
-
-    private static Handle handle(JsonNode h) throws IOException {
-        return new Handle(
-                h.path("name").asText(),
-                h.path("version").asLong(),
-                unhex(h.path("handle").asText()),
-                h.path("marked-for-deletion").asBoolean(false));
     }
 
     private String handlePath(String kind, String name) {

@@ -167,7 +167,7 @@ public class JobstoreHaServicesFactory implements HighAvailabilityServicesFactor
                 client.clusterId(),
                 mode.key,
                 delegate.getClass().getName());
-        return new JobstoreResultStoresHaServices(delegate, client, executor);
+        return JobstoreResultStoresHaServices.wrap(delegate, client, executor);
     }
 
     /** Logs a fatal error of the HA services and stops the JobManager or TaskManager process. */

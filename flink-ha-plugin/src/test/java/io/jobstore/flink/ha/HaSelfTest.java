@@ -302,38 +302,60 @@ final class HaSelfTest {
 
     // --- leader election -----------------------------------------------------------------------------
 
-    private void election() {
-        t.test("lease driver: one of two JobManagers is granted, once, with a session id and its epoch; the other"
-                + " waits; closing the leader releases the lease and the other is granted with a higher epoch", () -> {
-            String cluster = cluster();
+    interface ClusterCase {
+        void run(String cluster) throws Exception;
+    }
+
+    /** A case on a cluster id of its own. */
+    private void clusterCase(String name, ClusterCase body) {
+        t.test(name, () -> body.run(cluster()));
+    }
+
+    interface LeaderAndStandby {
+        void run(String cluster, Process a, Process b) throws Exception;
+    }
+
+    /**
+     * A case with two JobManagers of a new cluster on {@code urls}: {@code a} leading, {@code b}
+     * not started yet; both closed after.
+     */
+    private void leaderAndStandby(String name, LeaderAndStandby body) {
+        clusterCase(name, cluster -> {
             try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
-                long e1 = a.epoch();
-                HaApi.Lease l1 = a.lease();
-                PluginSelfTest.check(e1 > 0 && a.driver.hasLeadership(), "a leads with epoch " + e1);
-                PluginSelfTest.check(l1.leaseId.matches("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
-                        "a's lease id is a UUID: " + l1.leaseId);
-                PluginSelfTest.check(l1.toString().contains(l1.leaseId.substring(0, 8))
-                        && !l1.toString().contains(l1.leaseId), "the lease logs its id short: " + l1);
-                b.start();
-                Thread.sleep(4 * RENEW.toMillis());
-                PluginSelfTest.checkEq(Collections.emptyList(), b.events.log, "b's events while a leads");
-                PluginSelfTest.check(!b.driver.hasLeadership(), "b does not lead");
-                PluginSelfTest.checkEq(Collections.singletonList("grant"), a.events.log, "a's events");
-                if (fake != null) {
-                    PluginSelfTest.checkEq(l1, fake.ha.liveLease(cluster), "the fake's live lease");
-                    PluginSelfTest.checkEq(a.backend.leadership.holder, fake.ha.liveHolder(cluster), "holder");
-                }
-                long closed = System.nanoTime();
-                a.driver.close();
-                b.awaitGrants(1);
-                long ms = (b.events.nanos.get(0) - closed) / 1_000_000;
-                PluginSelfTest.check(ms < LEASE.toMillis(), "b granted " + ms + " ms after a closed: the lease was released, not left to expire");
-                PluginSelfTest.check(b.epoch() > e1, "b's epoch " + b.epoch() + " > " + e1);
-                PluginSelfTest.check(!b.lease().leaseId.equals(l1.leaseId), "b's lease id is new");
-                PluginSelfTest.check(!b.events.sessions.get(0).equals(a.events.sessions.get(0)), "new session id");
-                a.events.checkAlternating();
-                b.events.checkAlternating();
+                body.run(cluster, a, b);
             }
+        });
+    }
+
+    private void election() {
+        leaderAndStandby("lease driver: one of two JobManagers is granted, once, with a session id and its epoch; the other"
+                + " waits; closing the leader releases the lease and the other is granted with a higher epoch", (cluster, a, b) -> {
+            long e1 = a.epoch();
+            HaApi.Lease l1 = a.lease();
+            PluginSelfTest.check(e1 > 0 && a.driver.hasLeadership(), "a leads with epoch " + e1);
+            PluginSelfTest.check(l1.leaseId.matches("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
+                    "a's lease id is a UUID: " + l1.leaseId);
+            PluginSelfTest.check(l1.toString().contains(l1.leaseId.substring(0, 8))
+                    && !l1.toString().contains(l1.leaseId), "the lease logs its id short: " + l1);
+            b.start();
+            Thread.sleep(4 * RENEW.toMillis());
+            PluginSelfTest.checkEq(Collections.emptyList(), b.events.log, "b's events while a leads");
+            PluginSelfTest.check(!b.driver.hasLeadership(), "b does not lead");
+            PluginSelfTest.checkEq(Collections.singletonList("grant"), a.events.log, "a's events");
+            if (fake != null) {
+                PluginSelfTest.checkEq(l1, fake.ha.liveLease(cluster), "the fake's live lease");
+                PluginSelfTest.checkEq(a.backend.leadership.holder, fake.ha.liveHolder(cluster), "holder");
+            }
+            long closed = System.nanoTime();
+            a.driver.close();
+            b.awaitGrants(1);
+            long ms = (b.events.nanos.get(0) - closed) / 1_000_000;
+            PluginSelfTest.check(ms < LEASE.toMillis(), "b granted " + ms + " ms after a closed: the lease was released, not left to expire");
+            PluginSelfTest.check(b.epoch() > e1, "b's epoch " + b.epoch() + " > " + e1);
+            PluginSelfTest.check(!b.lease().leaseId.equals(l1.leaseId), "b's lease id is new");
+            PluginSelfTest.check(!b.events.sessions.get(0).equals(a.events.sessions.get(0)), "new session id");
+            a.events.checkAlternating();
+            b.events.checkAlternating();
         });
     }
 
@@ -422,10 +444,9 @@ final class HaSelfTest {
         t.test("lease driver: renewals that hang (a frozen replica) -> revoked before the lease expires; re-acquired after", () -> {
             revokedInTime(FakeJobstore.Fault.HANG);
         });
-        t.test("lease driver: renewals that land but whose answers are lost -> revoked by the deadline; the next"
+        clusterCase("lease driver: renewals that land but whose answers are lost -> revoked by the deadline; the next"
                 + " term gets a new epoch and lease id although jobstore still holds the old lease live for this"
-                + " JobManager (acquiring answers the old lease id: released, acquired again)", () -> {
-            String cluster = cluster();
+                + " JobManager (acquiring answers the old lease id: released, acquired again)", cluster -> {
             try (Process a = new Process(urls, cluster).leading()) {
                 long e1 = a.epoch();
                 HaApi.Lease l1 = a.lease();
@@ -446,30 +467,27 @@ final class HaSelfTest {
                 a.events.checkAlternating();
             }
         });
-        t.test("lease driver: the lease taken over (it expired, another JobManager acquired it) -> the renewal is"
-                + " refused, leadership revoked at once; granted again after the other one leaves", () -> {
-            String cluster = cluster();
-            try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
-                long e1 = a.epoch();
-                fake.ha.expire(cluster);
-                b.start();
-                b.awaitGrants(1);
-                long taken = b.events.nanos.get(0);
-                a.awaitRevocations(1);
-                long ms = (a.events.nanos.get(1) - taken) / 1_000_000;
-                PluginSelfTest.check(ms < 2 * RENEW.toMillis() + 500, "a revoked " + ms + " ms after b's grant");
-                PluginSelfTest.check(!a.driver.hasLeadership() && b.driver.hasLeadership(), "b leads, a does not");
-                PluginSelfTest.check(b.epoch() > e1, "b's epoch");
-                Thread.sleep(3 * RENEW.toMillis());
-                PluginSelfTest.checkEq(Arrays.asList("grant", "revoke"), a.events.log, "a waits while b leads");
-                b.driver.close();
-                a.awaitGrants(2);
-                PluginSelfTest.check(a.epoch() > b.backend.leadership.currentEpoch() && a.epoch() > e1 + 1,
-                        "a's new epoch " + a.epoch());
-                PluginSelfTest.check(!a.events.sessions.get(0).equals(a.events.sessions.get(1)), "new session id");
-                a.events.checkAlternating();
-                b.events.checkAlternating();
-            }
+        leaderAndStandby("lease driver: the lease taken over (it expired, another JobManager acquired it) -> the renewal is"
+                + " refused, leadership revoked at once; granted again after the other one leaves", (cluster, a, b) -> {
+            long e1 = a.epoch();
+            fake.ha.expire(cluster);
+            b.start();
+            b.awaitGrants(1);
+            long taken = b.events.nanos.get(0);
+            a.awaitRevocations(1);
+            long ms = (a.events.nanos.get(1) - taken) / 1_000_000;
+            PluginSelfTest.check(ms < 2 * RENEW.toMillis() + 500, "a revoked " + ms + " ms after b's grant");
+            PluginSelfTest.check(!a.driver.hasLeadership() && b.driver.hasLeadership(), "b leads, a does not");
+            PluginSelfTest.check(b.epoch() > e1, "b's epoch");
+            Thread.sleep(3 * RENEW.toMillis());
+            PluginSelfTest.checkEq(Arrays.asList("grant", "revoke"), a.events.log, "a waits while b leads");
+            b.driver.close();
+            a.awaitGrants(2);
+            PluginSelfTest.check(a.epoch() > b.backend.leadership.currentEpoch() && a.epoch() > e1 + 1,
+                    "a's new epoch " + a.epoch());
+            PluginSelfTest.check(!a.events.sessions.get(0).equals(a.events.sessions.get(1)), "new session id");
+            a.events.checkAlternating();
+            b.events.checkAlternating();
         });
     }
 
@@ -479,11 +497,10 @@ final class HaSelfTest {
     }
 
     private void lostAcquisition() {
-        t.test("lease driver: a database failover loses the leader's acquisition (the lease row back to the earlier"
+        clusterCase("lease driver: a database failover loses the leader's acquisition (the lease row back to the earlier"
                 + " epoch) -> another JobManager acquires the same epoch with a new lease id; the first one's writes"
                 + " (leader information, state handle, counter) are refused, it revokes, waits, and never writes"
-                + " under the other's lease", () -> {
-            String cluster = cluster();
+                + " under the other's lease", cluster -> {
             String first = fake.addReplica();
             try (Process a = new Process(first, cluster).leading(); Process b = new Process(fake.url(), cluster)) {
                 HaApi.Lease la = a.lease();
@@ -559,10 +576,9 @@ final class HaSelfTest {
                 fake.stopReplica(first);
             }
         });
-        t.test("lease driver: a database failover loses the leader's own acquisition and no one else takes the lease"
+        clusterCase("lease driver: a database failover loses the leader's own acquisition and no one else takes the lease"
                 + " -> its renewal is refused, it revokes; acquiring again answers the same epoch with a new lease id:"
-                + " a new term, led on with a new session; only the new lease writes", () -> {
-            String cluster = cluster();
+                + " a new term, led on with a new session; only the new lease writes", cluster -> {
             try (Process a = new Process(urls, cluster).leading()) {
                 HaApi.Lease l1 = a.lease();
                 fake.ha.loseLastAcquisition(cluster);
@@ -616,9 +632,8 @@ final class HaSelfTest {
     }
 
     private void replicaFailover() {
-        t.test("lease driver: the jobstore replica in use stops -> renewals go to the other replica, the lease and"
-                + " the leadership are kept (no revocation, same epoch)", () -> {
-            String cluster = cluster();
+        clusterCase("lease driver: the jobstore replica in use stops -> renewals go to the other replica, the lease and"
+                + " the leadership are kept (no revocation, same epoch)", cluster -> {
             String first = fake.addReplica();
             try (Process a = new Process(first + "," + fake.url(), cluster).leading()) {
                 long e1 = a.epoch();
@@ -637,82 +652,78 @@ final class HaSelfTest {
     }
 
     private void fencing() {
-        t.test("fencing: leader information is written with the leader's epoch; once the lease passed on, writes"
+        leaderAndStandby("fencing: leader information is written with the leader's epoch; once the lease passed on, writes"
                 + " with the old lease, or with the live epoch and another lease id (publish, delete, state handles,"
                 + " counter, cleanups, renew, release) fail with NotLeaderException (or are refused) and change"
-                + " nothing; a driver that does not lead writes nothing", () -> {
-            String cluster = cluster();
-            try (Process a = new Process(urls, cluster).leading(); Process b = new Process(urls, cluster)) {
-                long e1 = a.epoch();
-                HaApi.Lease l1 = a.lease();
-                UUID session = a.events.sessions.get(0);
-                a.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(session, "pekko://a/dispatcher"));
-                HaApi api = a.backend.api;
-                waitFor("a's leader information", 5_000, () -> {
-                    try {
-                        return listing(api).records.containsKey("dispatcher");
-                    } catch (IOException e) {
-                        return false;
-                    }
-                });
-                HaApi.LeaderRecord r = listing(api).records.get("dispatcher");
-                PluginSelfTest.checkEq(e1, r.epoch, "epoch of the record");
-                PluginSelfTest.checkEq("pekko://a/dispatcher", r.address, "address");
-                PluginSelfTest.checkEq(session.toString(), r.sessionId, "session id");
-
-                a.driver.close();
-                b.start();
-                b.awaitGrants(1);
-                String job = new JobID().toHexString();
-                // the old lease, and the live epoch with a lease id that is not the live one
-                HaApi.Lease forged = new HaApi.Lease(b.epoch(), UUID.randomUUID().toString());
-                for (HaApi.Lease stale : Arrays.asList(l1, forged)) {
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                            () -> api.publishLeaderInfo(stale, "dispatcher", "pekko://stale", UUID.randomUUID().toString()));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteLeaderInfo(stale, "dispatcher"));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                            () -> api.addHandle(stale, HaApi.EXECUTION_PLAN, null, job, new byte[] {1, 2}));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                            () -> api.replaceHandle(stale, HaApi.EXECUTION_PLAN, null, job, 1, new byte[] {1, 2}));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                            () -> api.markForDeletion(stale, HaApi.EXECUTION_PLAN, null, job));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class,
-                            () -> api.removeHandle(stale, HaApi.EXECUTION_PLAN, null, job));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.getAndIncrement(stale, job));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.setCounter(stale, job, 7));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteCounter(stale, job));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupJob(stale, job));
-                    PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupCluster(stale));
-                    PluginSelfTest.check(!a.backend.leaseApi.renew(a.backend.leadership.holder, stale, LEASE, Duration.ofSeconds(2)),
-                            "renewing " + stale + " is refused");
-                    PluginSelfTest.check(!b.backend.leaseApi.renew(b.backend.leadership.holder, stale, LEASE, Duration.ofSeconds(2)),
-                            "b renewing " + stale + " is refused");
-                    PluginSelfTest.check(!b.backend.leaseApi.release(b.backend.leadership.holder, stale, Duration.ofSeconds(2)),
-                            "b releasing " + stale + " does nothing");
+                + " nothing; a driver that does not lead writes nothing", (cluster, a, b) -> {
+            long e1 = a.epoch();
+            HaApi.Lease l1 = a.lease();
+            UUID session = a.events.sessions.get(0);
+            a.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(session, "pekko://a/dispatcher"));
+            HaApi api = a.backend.api;
+            waitFor("a's leader information", 5_000, () -> {
+                try {
+                    return listing(api).records.containsKey("dispatcher");
+                } catch (IOException e) {
+                    return false;
                 }
-                PluginSelfTest.check(b.driver.hasLeadership(), "b still leads");
-                PluginSelfTest.checkEq("pekko://a/dispatcher", listing(api).records.get("dispatcher").address, "unchanged");
-                PluginSelfTest.check(api.getHandle(HaApi.EXECUTION_PLAN, null, job) == null, "no handle");
-                PluginSelfTest.check(api.counter(job) == null, "no counter");
-                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> a.backend.leadership.heldLease());
+            });
+            HaApi.LeaderRecord r = listing(api).records.get("dispatcher");
+            PluginSelfTest.checkEq(e1, r.epoch, "epoch of the record");
+            PluginSelfTest.checkEq("pekko://a/dispatcher", r.address, "address");
+            PluginSelfTest.checkEq(session.toString(), r.sessionId, "session id");
 
-                // a non-leading driver: publishing does nothing
-                try (Process c = new Process(urls, cluster).start()) {
-                    Thread.sleep(2 * RENEW.toMillis());
-                    PluginSelfTest.check(!c.driver.hasLeadership(), "c does not lead");
-                    c.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(UUID.randomUUID(), "pekko://c"));
-                    c.driver.deleteLeaderInformation("dispatcher");
-                    Thread.sleep(300);
-                    PluginSelfTest.checkEq("pekko://a/dispatcher", listing(api).records.get("dispatcher").address,
-                            "the record after c's attempts");
-                }
+            a.driver.close();
+            b.start();
+            b.awaitGrants(1);
+            String job = new JobID().toHexString();
+            // the old lease, and the live epoch with a lease id that is not the live one
+            HaApi.Lease forged = new HaApi.Lease(b.epoch(), UUID.randomUUID().toString());
+            for (HaApi.Lease stale : Arrays.asList(l1, forged)) {
+                PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                        () -> api.publishLeaderInfo(stale, "dispatcher", "pekko://stale", UUID.randomUUID().toString()));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteLeaderInfo(stale, "dispatcher"));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                        () -> api.addHandle(stale, HaApi.EXECUTION_PLAN, null, job, new byte[] {1, 2}));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                        () -> api.replaceHandle(stale, HaApi.EXECUTION_PLAN, null, job, 1, new byte[] {1, 2}));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                        () -> api.markForDeletion(stale, HaApi.EXECUTION_PLAN, null, job));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class,
+                        () -> api.removeHandle(stale, HaApi.EXECUTION_PLAN, null, job));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.getAndIncrement(stale, job));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.setCounter(stale, job, 7));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.deleteCounter(stale, job));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupJob(stale, job));
+                PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> api.cleanupCluster(stale));
+                PluginSelfTest.check(!a.backend.leaseApi.renew(a.backend.leadership.holder, stale, LEASE, Duration.ofSeconds(2)),
+                        "renewing " + stale + " is refused");
+                PluginSelfTest.check(!b.backend.leaseApi.renew(b.backend.leadership.holder, stale, LEASE, Duration.ofSeconds(2)),
+                        "b renewing " + stale + " is refused");
+                PluginSelfTest.check(!b.backend.leaseApi.release(b.backend.leadership.holder, stale, Duration.ofSeconds(2)),
+                        "b releasing " + stale + " does nothing");
+            }
+            PluginSelfTest.check(b.driver.hasLeadership(), "b still leads");
+            PluginSelfTest.checkEq("pekko://a/dispatcher", listing(api).records.get("dispatcher").address, "unchanged");
+            PluginSelfTest.check(api.getHandle(HaApi.EXECUTION_PLAN, null, job) == null, "no handle");
+            PluginSelfTest.check(api.counter(job) == null, "no counter");
+            PluginSelfTest.expect(HaApi.NotLeaderException.class, () -> a.backend.leadership.heldLease());
+
+            // a non-leading driver: publishing does nothing
+            try (Process c = new Process(urls, cluster).start()) {
+                Thread.sleep(2 * RENEW.toMillis());
+                PluginSelfTest.check(!c.driver.hasLeadership(), "c does not lead");
+                c.driver.publishLeaderInformation("dispatcher", LeaderInformation.known(UUID.randomUUID(), "pekko://c"));
+                c.driver.deleteLeaderInformation("dispatcher");
+                Thread.sleep(300);
+                PluginSelfTest.checkEq("pekko://a/dispatcher", listing(api).records.get("dispatcher").address,
+                        "the record after c's attempts");
             }
         });
     }
 
     private void externalChanges() {
-        t.test("lease driver: leader information overwritten or deleted by someone else is reported to the listener", () -> {
-            String cluster = cluster();
+        clusterCase("lease driver: leader information overwritten or deleted by someone else is reported to the listener", cluster -> {
             try (Process a = new Process(urls, cluster).leading()) {
                 HaApi.Lease e = a.lease();
                 UUID session = a.events.sessions.get(0);
@@ -756,9 +767,8 @@ final class HaSelfTest {
     }
 
     private void retrieval() {
-        t.test("retrieval: another process learns of the leader's address promptly (long poll), of every change,"
-                + " and of the deletion; information of an earlier leader's epoch is reported as no leader", () -> {
-            String cluster = cluster();
+        clusterCase("retrieval: another process learns of the leader's address promptly (long poll), of every change,"
+                + " and of the deletion; information of an earlier leader's epoch is reported as no leader", cluster -> {
             try (Process a = new Process(urls, cluster).leading();
                     Process b = new Process(urls, cluster);
                     Process watcher = new Process(urls, cluster)) {
@@ -1139,11 +1149,10 @@ final class HaSelfTest {
     }
 
     private void flinkServices() {
-        t.test("Flink's services (jobstore mode from the factory): Flink's DefaultLeaderElectionService grants one of"
+        clusterCase("Flink's services (jobstore mode from the factory): Flink's DefaultLeaderElectionService grants one of"
                 + " two JobManagers; its confirmed address reaches the other's retriever and a client's; overwritten"
                 + " leader information is published again; an execution plan, an application and the checkpoint counter survive the"
-                + " takeover; job cleanup and cluster cleanup remove the HA data", () -> {
-            String cluster = cluster();
+                + " takeover; job cleanup and cluster cleanup remove the HA data", cluster -> {
             java.nio.file.Path storage = Files.createTempDirectory("jobstore-ha-storage");
             Configuration conf = jobstoreMode(cluster, storage);
             JobstoreHaServicesFactory factory = new JobstoreHaServicesFactory();

@@ -161,8 +161,8 @@ final class ModeSelfTest {
             };
             HighAvailabilityServices delegate = (HighAvailabilityServices) Proxy.newProxyInstance(
                     HighAvailabilityServices.class.getClassLoader(), new Class<?>[] {HighAvailabilityServices.class}, recorder);
-            JobstoreResultStoresHaServices wrapper =
-                    new JobstoreResultStoresHaServices(delegate, client(fake.url(), 10, 0), io);
+            HighAvailabilityServices wrapper =
+                    JobstoreResultStoresHaServices.wrap(delegate, client(fake.url(), 10, 0), io);
             List<String> forwarded = new ArrayList<>();
             for (Method m : serviceMethods()) {
                 String sig = signature(m);
@@ -236,8 +236,9 @@ final class ModeSelfTest {
                 c.set(HighAvailabilityOptions.HA_STORAGE_PATH, dir.resolve("ha").toUri().toString());
                 c.set(HighAvailabilityOptions.HA_CLUSTER_ID, "selftest-k8s");
                 try (HighAvailabilityServices ha = new JobstoreHaServicesFactory().createHAServices(c, io)) {
-                    PluginSelfTest.check(ha instanceof JobstoreResultStoresHaServices, "type " + ha.getClass());
-                    HighAvailabilityServices d = ((JobstoreResultStoresHaServices) ha).delegate();
+                    JobstoreResultStoresHaServices wrapper = JobstoreResultStoresHaServices.of(ha);
+                    PluginSelfTest.check(wrapper != null, "type " + ha);
+                    HighAvailabilityServices d = wrapper.delegate();
                     PluginSelfTest.checkEq("org.apache.flink.kubernetes.highavailability.KubernetesLeaderElectionHaServices",
                             d.getClass().getName(), "wrapped services");
                     PluginSelfTest.check(ha.getJobResultStore() instanceof JobstoreJobResultStore, "job result store");

@@ -41,7 +41,6 @@ import java.util.NoSuchElementException;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -65,62 +64,9 @@ import java.util.stream.Collectors;
  *
  * Prints one "ok"/"not ok" line per case and a final "N passed, M failed"; exit 1 on failure.
  */
-public final class PluginSelfTest {
+public final class PluginSelfTest extends Harness {
 
-    private int passed;
-    private int failed;
     private final ExecutorService io = Executors.newFixedThreadPool(4);
-
-    interface Body {
-        void run() throws Exception;
-    }
-
-    void test(String name, Body body) {
-        try {
-            body.run();
-            passed++;
-            System.out.println("ok - " + name);
-        } catch (Throwable t) {
-            failed++;
-            System.out.println("not ok - " + name + ": " + t);
-            t.printStackTrace(System.out);
-        }
-    }
-
-    static void check(boolean condition, String message) {
-        if (!condition) {
-            throw new AssertionError(message);
-        }
-    }
-
-    static void checkEq(Object expected, Object actual, String what) {
-        if (expected == null ? actual != null : !expected.equals(actual)) {
-            throw new AssertionError(what + ": expected <" + expected + "> but was <" + actual + ">");
-        }
-    }
-
-    /** Runs {@code body} and returns the (unwrapped) exception it throws, or fails. */
-    static Throwable thrown(Body body) {
-        try {
-            body.run();
-        } catch (Throwable t) {
-            Throwable c = t;
-            while ((c instanceof ExecutionException || c instanceof java.util.concurrent.CompletionException)
-                    && c.getCause() != null) {
-                c = c.getCause();
-            }
-            return c;
-        }
-        throw new AssertionError("expected an exception, none was thrown");
-    }
-
-    static <T extends Throwable> T expect(Class<T> type, Body body) {
-        Throwable t = thrown(body);
-        if (!type.isInstance(t)) {
-            throw new AssertionError("expected " + type.getSimpleName() + " but got " + t, t);
-        }
-        return type.cast(t);
-    }
 
     // ---------------------------------------------------------------------------------------
     // Store adapters: the ten contract cases run on both stores through Flink's public API.
@@ -317,6 +263,22 @@ public final class PluginSelfTest {
                 url, cluster, token, Duration.ofSeconds(5), retries, Duration.ofMillis(10), Duration.ofMillis(50), pageSize);
     }
 
+    private JobstoreJobResultStore jobResults(String url, String cluster, int retries, int pageSize, String token) {
+        return new JobstoreJobResultStore(client(url, cluster, retries, pageSize, token), io);
+    }
+
+    /** Creates the dirty result of job {@code id} with that status (the store's synchronous call). */
+    private static void createDirty(JobstoreJobResultStore s, JobID id, JobStatus status) throws IOException {
+        s.createDirtyResultInternal(new JobResultEntry(jobResult(id, status)));
+    }
+
+    /** Creates the dirty result of a new job with that status: its id. */
+    private static JobID createDirty(JobstoreJobResultStore s, JobStatus status) throws IOException {
+        JobID id = new JobID();
+        createDirty(s, id, status);
+        return id;
+    }
+
     /** A FAILED result (with its failure cause) as sent, as stored, and as Flink reads it back. */
     static final class RoundTrip {
         JobResult in;
@@ -403,60 +365,48 @@ public final class PluginSelfTest {
             }
 
             test("create: 409 on the first attempt -> IllegalStateException, no retry", () -> {
-                String cluster = randomCluster();
-                JobstoreJobResultStore s = new JobstoreJobResultStore(client(url, cluster, 3, 1000, null), io);
-                JobID id = new JobID();
-                s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED)));
+                JobstoreJobResultStore s = jobResults(url, randomCluster(), 3, 1000, null);
+                JobID id = createDirty(s, JobStatus.FINISHED);
                 fake.clearRequests();
                 IllegalStateException e = expect(IllegalStateException.class,
-                        () -> s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED))));
+                        () -> createDirty(s, id, JobStatus.FINISHED));
                 check(e.getMessage().contains(id.toHexString()), "message names the job: " + e.getMessage());
                 checkEq(1, fake.requests().size(), "requests");
             });
 
             for (FakeJobstore.Fault fault : new FakeJobstore.Fault[] {FakeJobstore.Fault.APPLY_THEN_503, FakeJobstore.Fault.APPLY_THEN_DROP}) {
                 test("create: first attempt applied but answer lost (" + fault + "), retry meets 409 of our own entry -> success", () -> {
-                    String cluster = randomCluster();
-                    JobstoreClient c = client(url, cluster, 3, 1000, null);
+                    JobstoreClient c = client(url, randomCluster(), 3, 1000, null);
                     JobstoreJobResultStore s = new JobstoreJobResultStore(c, io);
                     JobID id = new JobID();
                     fake.failNext("POST", fault);
-                    s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED)));
+                    createDirty(s, id, JobStatus.FINISHED);
                     fake.failNext("POST");
                     checkEq("dirty", new ResultStoreApi(c).get(ResultStoreApi.Kind.JOB, id.toHexString()).get("state").asText(), "state");
                 });
             }
 
             test("create: 409 after a lost answer but the stored entry differs -> IllegalStateException", () -> {
-                String cluster = randomCluster();
-                JobstoreClient c = client(url, cluster, 3, 1000, null);
-                JobstoreJobResultStore s = new JobstoreJobResultStore(c, io);
-                JobID id = new JobID();
-                s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.CANCELED)));
+                JobstoreJobResultStore s = jobResults(url, randomCluster(), 3, 1000, null);
+                JobID id = createDirty(s, JobStatus.CANCELED);
                 fake.failNext("POST", FakeJobstore.Fault.STATUS_503);
                 expect(IllegalStateException.class,
-                        () -> s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED))));
+                        () -> createDirty(s, id, JobStatus.FINISHED));
                 fake.failNext("POST");
             });
 
             test("create: 409 after a lost answer but the stored entry is clean -> IllegalStateException", () -> {
-                String cluster = randomCluster();
-                JobstoreClient c = client(url, cluster, 3, 1000, null);
-                JobstoreJobResultStore s = new JobstoreJobResultStore(c, io);
-                JobID id = new JobID();
-                JobResult r = jobResult(id, JobStatus.FINISHED);
-                s.createDirtyResultInternal(new JobResultEntry(r));
+                JobstoreJobResultStore s = jobResults(url, randomCluster(), 3, 1000, null);
+                JobID id = createDirty(s, JobStatus.FINISHED);
                 s.markResultAsCleanInternal(id);
                 fake.failNext("POST", FakeJobstore.Fault.APPLY_THEN_DROP);
-                expect(IllegalStateException.class, () -> s.createDirtyResultInternal(new JobResultEntry(r)));
+                expect(IllegalStateException.class, () -> createDirty(s, id, JobStatus.FINISHED));
                 fake.failNext("POST");
             });
 
             test("GET: two 503 answers are retried, the third attempt answers", () -> {
-                String cluster = randomCluster();
-                JobstoreJobResultStore s = new JobstoreJobResultStore(client(url, cluster, 2, 1000, null), io);
-                JobID id = new JobID();
-                s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED)));
+                JobstoreJobResultStore s = jobResults(url, randomCluster(), 2, 1000, null);
+                JobID id = createDirty(s, JobStatus.FINISHED);
                 fake.clearRequests();
                 fake.failNext("GET", FakeJobstore.Fault.STATUS_503, FakeJobstore.Fault.DROP);
                 check(s.hasDirtyJobResultEntryInternal(id), "hasDirty after retries");
@@ -464,8 +414,7 @@ public final class PluginSelfTest {
             });
 
             test("GET: 503 on every attempt -> IOException after 1 + retries attempts", () -> {
-                String cluster = randomCluster();
-                JobstoreJobResultStore s = new JobstoreJobResultStore(client(url, cluster, 2, 1000, null), io);
+                JobstoreJobResultStore s = jobResults(url, randomCluster(), 2, 1000, null);
                 fake.clearRequests();
                 fake.failNext("GET", FakeJobstore.Fault.STATUS_503, FakeJobstore.Fault.STATUS_503, FakeJobstore.Fault.STATUS_503);
                 IOException e = expect(IOException.class, () -> s.hasDirtyJobResultEntryInternal(new JobID()));
@@ -478,7 +427,7 @@ public final class PluginSelfTest {
                 try (ServerSocket ss = new ServerSocket(0)) {
                     port = ss.getLocalPort();
                 }
-                JobstoreJobResultStore s = new JobstoreJobResultStore(client("http://127.0.0.1:" + port, "x", 2, 1000, null), io);
+                JobstoreJobResultStore s = jobResults("http://127.0.0.1:" + port, "x", 2, 1000, null);
                 expect(IOException.class, () -> s.hasDirtyJobResultEntryAsync(new JobID()).get());
                 expect(IOException.class, () -> s.getDirtyResults());
                 expect(IOException.class, () -> s.createDirtyResultAsync(new JobResultEntry(jobResult(new JobID(), JobStatus.FINISHED))).get());
@@ -489,12 +438,11 @@ public final class PluginSelfTest {
                 fake.requireToken("s3cret");
                 try {
                     String cluster = randomCluster();
-                    JobstoreJobResultStore ok = new JobstoreJobResultStore(client(url, cluster, 2, 1000, "s3cret"), io);
-                    JobID id = new JobID();
-                    ok.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED)));
+                    JobstoreJobResultStore ok = jobResults(url, cluster, 2, 1000, "s3cret");
+                    JobID id = createDirty(ok, JobStatus.FINISHED);
                     check(ok.hasDirtyJobResultEntryInternal(id), "visible with token");
                     checkEq("Bearer s3cret", fake.requests().get(fake.requests().size() - 1).authorization, "header");
-                    JobstoreJobResultStore bad = new JobstoreJobResultStore(client(url, cluster, 2, 1000, null), io);
+                    JobstoreJobResultStore bad = jobResults(url, cluster, 2, 1000, null);
                     fake.clearRequests();
                     IOException e = expect(IOException.class, () -> bad.hasDirtyJobResultEntryInternal(id));
                     check(e.getMessage().contains("401") && e.getMessage().contains("token"), "message: " + e.getMessage());
@@ -505,10 +453,8 @@ public final class PluginSelfTest {
             });
 
             test("mark clean: retried after a dropped connection; absent -> NoSuchElementException with Flink's message", () -> {
-                String cluster = randomCluster();
-                JobstoreJobResultStore s = new JobstoreJobResultStore(client(url, cluster, 2, 1000, null), io);
-                JobID id = new JobID();
-                s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED)));
+                JobstoreJobResultStore s = jobResults(url, randomCluster(), 2, 1000, null);
+                JobID id = createDirty(s, JobStatus.FINISHED);
                 fake.failNext("POST", FakeJobstore.Fault.APPLY_THEN_DROP);
                 s.markResultAsCleanAsync(id).get();
                 fake.failNext("POST");
@@ -520,12 +466,10 @@ public final class PluginSelfTest {
             });
 
             test("getDirtyResults: pages with limit and after until next is null", () -> {
-                String cluster = randomCluster();
-                JobstoreJobResultStore s = new JobstoreJobResultStore(client(url, cluster, 2, 2, null), io);
+                JobstoreJobResultStore s = jobResults(url, randomCluster(), 2, 2, null);
                 Set<String> dirty = new HashSet<>();
                 for (int i = 0; i < 7; i++) {
-                    JobID id = new JobID();
-                    s.createDirtyResultInternal(new JobResultEntry(jobResult(id, JobStatus.FINISHED)));
+                    JobID id = createDirty(s, JobStatus.FINISHED);
                     if (i % 3 == 0) {
                         s.markResultAsCleanInternal(id);
                     } else {
@@ -548,9 +492,8 @@ public final class PluginSelfTest {
 
             test("getDirtyResults: an unreadable entry is skipped, the others are recovered", () -> {
                 String cluster = randomCluster();
-                JobstoreJobResultStore s = new JobstoreJobResultStore(client(url, cluster, 2, 1000, null), io);
-                JobID good = new JobID();
-                s.createDirtyResultInternal(new JobResultEntry(jobResult(good, JobStatus.FINISHED)));
+                JobstoreJobResultStore s = jobResults(url, cluster, 2, 1000, null);
+                JobID good = createDirty(s, JobStatus.FINISHED);
                 String bad = new JobID().toHexString();
                 fake.putRaw(cluster, "job-results", bad, "dirty",
                         FlinkJson.parse(("{\"id\":\"" + bad + "\",\"application-status\":\"NOT-A-STATUS\"}").getBytes(StandardCharsets.UTF_8)));
@@ -561,8 +504,8 @@ public final class PluginSelfTest {
             test("isolation: two cluster ids do not see each other's entries", () -> {
                 String a = randomCluster();
                 String b = randomCluster();
-                JobstoreJobResultStore sa = new JobstoreJobResultStore(client(url, a, 2, 1000, null), io);
-                JobstoreJobResultStore sb = new JobstoreJobResultStore(client(url, b, 2, 1000, null), io);
+                JobstoreJobResultStore sa = jobResults(url, a, 2, 1000, null);
+                JobstoreJobResultStore sb = jobResults(url, b, 2, 1000, null);
                 JobID id = new JobID();
                 sa.createDirtyResultAsync(new JobResultEntry(jobResult(id, JobStatus.FINISHED))).get();
                 check(!sb.hasJobResultEntryAsync(id).get(), "b does not see a's entry");
@@ -636,7 +579,7 @@ public final class PluginSelfTest {
 
         test("jobstore: getDirtyResults pages (limit 2) through 5 dirty of 8 entries", () -> {
             String cluster = randomCluster();
-            JobstoreJobResultStore s = new JobstoreJobResultStore(client(url, cluster, 2, 2, token), io);
+            JobstoreJobResultStore s = jobResults(url, cluster, 2, 2, token);
             Set<String> dirty = new HashSet<>();
             for (int i = 0; i < 8; i++) {
                 JobID id = new JobID();
@@ -663,7 +606,7 @@ public final class PluginSelfTest {
         if (readToken != null) {
             test("jobstore: a read-only token cannot create (IOException naming 403, no retry), reads work", () -> {
                 String cluster = randomCluster();
-                JobstoreJobResultStore ro = new JobstoreJobResultStore(client(url, cluster, 2, 1000, readToken), io);
+                JobstoreJobResultStore ro = jobResults(url, cluster, 2, 1000, readToken);
                 long t0 = System.nanoTime();
                 IOException e = expect(IOException.class,
                         () -> ro.createDirtyResultInternal(new JobResultEntry(jobResult(new JobID(), JobStatus.FINISHED))));
@@ -671,7 +614,7 @@ public final class PluginSelfTest {
                 check(e.getMessage().contains("answered HTTP 403"), "not retried: " + e.getMessage());
                 check(System.nanoTime() - t0 < 5_000_000_000L, "fast");
                 check(ro.getDirtyResults().isEmpty(), "read works");
-                JobstoreJobResultStore none = new JobstoreJobResultStore(client(url, cluster, 2, 1000, null), io);
+                JobstoreJobResultStore none = jobResults(url, cluster, 2, 1000, null);
                 IOException e2 = expect(IOException.class, () -> none.getDirtyResults());
                 check(e2.getMessage().contains("answered HTTP 401"), "no token: " + e2.getMessage());
             });
@@ -700,8 +643,7 @@ public final class PluginSelfTest {
             io.shutdownNow();
             io.awaitTermination(5, TimeUnit.SECONDS);
         }
-        System.out.println(passed + " passed, " + failed + " failed");
-        System.exit(failed == 0 ? 0 : 1);
+        exit();
     }
 
     public static void main(String[] args) throws Exception {

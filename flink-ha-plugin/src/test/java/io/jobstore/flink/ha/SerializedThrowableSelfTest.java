@@ -71,7 +71,7 @@ import java.util.stream.Stream;
  * Prints one "ok"/"not ok" line per case and a final "N passed, M failed"; exits 1 on failure.
  * Run from the repository root with Flink's jars on the class path.
  */
-public final class SerializedThrowableSelfTest {
+public final class SerializedThrowableSelfTest extends Harness {
 
     /** jobstore's serialVersionUID of the original class (ORIGINAL_SERIAL_VERSION_UID). */
     static final long ORIGINAL_SERIAL_VERSION_UID = 1L;
@@ -124,24 +124,12 @@ public final class SerializedThrowableSelfTest {
         }
     }
 
-    interface Case {
-        void run() throws Exception;
-    }
-
     static final ObjectMapper MAPPER = new ObjectMapper();
 
-    private int passed;
-    private int failed;
-
-    void test(String name, Case c) {
-        try {
-            c.run();
-            passed++;
-            System.out.println("ok - " + name);
-        } catch (Throwable t) {
-            failed++;
-            System.out.println("not ok - " + name + ": " + shorten(String.valueOf(t)));
-        }
+    /** One line, shortened: the fixtures' messages run past 65535 bytes. */
+    @Override
+    void printFailure(String name, Throwable t) {
+        System.out.println("not ok - " + name + ": " + shorten(String.valueOf(t)));
     }
 
     static String text(JsonNode json, String field) {
@@ -157,12 +145,7 @@ public final class SerializedThrowableSelfTest {
         return one.length() <= 300 ? one : one.substring(0, 300) + "...(" + one.length() + " chars)";
     }
 
-    static void check(boolean condition, String message) {
-        if (!condition) {
-            throw new AssertionError(message);
-        }
-    }
-
+    /** {@link Harness#checkEq} with the values shortened. */
     static void checkEq(Object expected, Object actual, String what) {
         if (expected == null ? actual != null : !expected.equals(actual)) {
             throw new AssertionError(
@@ -452,7 +435,6 @@ public final class SerializedThrowableSelfTest {
             }
         });
         t.cliCases(fixtures);
-        System.out.println(t.passed + " passed, " + t.failed + " failed");
-        System.exit(t.failed == 0 ? 0 : 1);
+        t.exit();
     }
 }
