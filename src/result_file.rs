@@ -70,7 +70,7 @@ pub mod schema {
     use crate::ids::{ApplicationId, JobId};
 
     /// Flink's `SerializedThrowable` JSON; any object is accepted and kept as sent.
-    #[derive(Deserialize, ToSchema)]
+    #[derive(Deserialize, ToSchema, Default)]
     #[serde(rename_all = "kebab-case")]
     pub struct FailureCause {
         /// the exception class (Flink writes a string)
@@ -109,16 +109,12 @@ pub mod schema {
         #[serde(default)]
         #[schema(minimum = 0)]
         net_runtime: i64,
-        #[schema(required = false)]
+        #[serde(default)]
         failure_cause: FailureCause,
         #[schema(required = false)]
         application_id: ApplicationId,
-        #[serde(default)]
-        start_time: i64,
-        #[serde(default)]
-        end_time: i64,
         #[serde(flatten)]
-        other: Map<String, Value>,
+        run: Run,
     }
 
     /// Flink 2.3's application result JSON; unknown fields are kept.
@@ -130,6 +126,14 @@ pub mod schema {
         application_state: String,
         #[serde(default)]
         application_name: String,
+        #[serde(flatten)]
+        run: Run,
+    }
+
+    /// What both results end with: when the job or application ran, and any other field.
+    #[derive(Deserialize, ToSchema)]
+    #[serde(rename_all = "kebab-case")]
+    pub struct Run {
         #[serde(default)]
         start_time: i64,
         #[serde(default)]

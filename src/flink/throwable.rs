@@ -73,19 +73,24 @@ const STREAM_MAGIC: u16 = 0xACED;
 const STREAM_VERSION: u16 = 5;
 const BASE_WIRE_HANDLE: u32 = 0x7E_0000;
 
-// the tags of what comes next: values,
-const TC_NULL: u8 = 0x70;
-const TC_REFERENCE: u8 = 0x71;
-const TC_OBJECT: u8 = 0x73;
-const TC_ARRAY: u8 = 0x75;
+/// The tags of what comes next in the stream.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+enum Tc {
+    // Values,
+    Null = 0x70,
+    Reference = 0x71,
+    Object = 0x73,
+    Array = 0x75,
+    // strings,
+    String = 0x74,
+    LongString = 0x7C,
+    // and class descriptors.
+    ClassDesc = 0x72,
+    EndBlockData = 0x78,
+}
 
-// strings,
-const TC_STRING: u8 = 0x74;
-const TC_LONGSTRING: u8 = 0x7C;
-
-// and class descriptors, with their flags.
-const TC_CLASSDESC: u8 = 0x72;
-const TC_ENDBLOCKDATA: u8 = 0x78;
+// The flags of a class descriptor.
 const SC_WRITE_METHOD: u8 = 0x01;
 const SC_SERIALIZABLE: u8 = 0x02;
 
@@ -209,7 +214,7 @@ impl Stream {
     fn reference(&mut self, what: &Handled) -> bool {
         match self.handles.iter().find(|(h, _)| h == what) {
             Some(&(_, handle)) => {
-                self.out.push(TC_REFERENCE);
+                self.out.push(Tc::Reference as u8);
                 self.out.extend_from_slice(&handle.to_be_bytes());
                 true
             }
@@ -222,7 +227,7 @@ impl Stream {
         if self.reference(&class) {
             return;
         }
-        self.out.push(TC_CLASSDESC);
+        self.out.push(Tc::ClassDesc as u8);
         self.utf(desc.name);
         self.out
             .extend_from_slice(&desc.serial_version_uid.to_be_bytes());
@@ -239,38 +244,38 @@ impl Stream {
                 self.new_string(signature);
             }
         }
-        self.out.push(TC_ENDBLOCKDATA); // no class annotation
+        self.out.push(Tc::EndBlockData as u8); // no class annotation
         match desc.superclass {
             Some(superclass) => self.class_desc(superclass),
-            None => self.out.push(TC_NULL),
+            None => self.out.push(Tc::Null as u8),
         }
     }
 
     /// An object of class `desc` (a Throwable subclass without fields of its own besides
     /// those the caller writes after this) with Throwable's data.
     fn throwable(&mut self, desc: &ClassDesc, cause: Cause, detail_message: &str) {
-        self.out.push(TC_OBJECT);
+        self.out.push(Tc::Object as u8);
         self.class_desc(desc);
         let itself = self.assign(None);
         match cause {
-            Cause::Null => self.out.push(TC_NULL),
+            Cause::Null => self.out.push(Tc::Null as u8),
             Cause::Itself => {
-                self.out.push(TC_REFERENCE);
+                self.out.push(Tc::Reference as u8);
                 self.out.extend_from_slice(&itself.to_be_bytes());
             }
         }
         self.string(detail_message);
         // An empty StackTraceElement[].
-        self.out.push(TC_ARRAY);
+        self.out.push(Tc::Array as u8);
         self.class_desc(&STACK_TRACE_ARRAY);
         self.assign(None);
         self.out.extend_from_slice(&0i32.to_be_bytes());
         // Collections.emptyList(): no data of its own.
-        self.out.push(TC_OBJECT);
+        self.out.push(Tc::Object as u8);
         self.class_desc(&EMPTY_LIST);
         self.assign(None);
         // The end of Throwable.writeObject's block; Exception and the subclass have no data.
-        self.out.push(TC_ENDBLOCKDATA);
+        self.out.push(Tc::EndBlockData as u8);
     }
 
     /// A new String object.
@@ -283,11 +288,11 @@ impl Stream {
         let utf = modified_utf8(s);
         match u16::try_from(utf.len()) {
             Ok(len) => {
-                self.out.push(TC_STRING);
+                self.out.push(Tc::String as u8);
                 self.out.extend_from_slice(&len.to_be_bytes());
             }
             Err(_) => {
-                self.out.push(TC_LONGSTRING);
+                self.out.push(Tc::LongString as u8);
                 self.out
                     .extend_from_slice(&(utf.len() as u64).to_be_bytes());
             }
@@ -304,7 +309,7 @@ impl Stream {
     }
 
     fn byte_array(&mut self, bytes: &[u8]) {
-        self.out.push(TC_ARRAY);
+        self.out.push(Tc::Array as u8);
         self.class_desc(&BYTE_ARRAY);
         self.assign(None);
         // The inputs are bounded, so this is far below i32::MAX.
@@ -405,7 +410,16 @@ mod tests {
     #[test]
     fn starts_like_javas_stream() {
         let bytes = serialized_throwable_bytes("jobstore.X", "m", "jobstore.X: m");
-        let mut head = vec![0xAC, 0xED, 0x00, 0x05, TC_OBJECT, TC_CLASSDESC, 0x00, 0x29];
+        let mut head = vec![
+            0xAC,
+            0xED,
+            0x00,
+            0x05,
+            Tc::Object as u8,
+            Tc::ClassDesc as u8,
+            0x00,
+            0x29,
+        ];
         head.extend_from_slice(b"org.apache.flink.util.SerializedThrowable");
         head.extend_from_slice(&[0x65, 0x16, 0x9D, 0xF5, 0x1F, 0xA7, 0x13, 0xF3, 0x02, 0, 3]);
         assert_eq!(bytes[..head.len()], head[..]);
@@ -433,19 +447,19 @@ mod tests {
             stream.out[4..].to_vec()
         };
         let at_limit = "a".repeat(65535);
-        assert_eq!(tag_and_len(&at_limit)[..3], [TC_STRING, 0xFF, 0xFF]);
+        assert_eq!(tag_and_len(&at_limit)[..3], [Tc::String as u8, 0xFF, 0xFF]);
         let beyond = "a".repeat(65536);
         assert_eq!(
             tag_and_len(&beyond)[..9],
-            [TC_LONGSTRING, 0, 0, 0, 0, 0, 1, 0, 0]
+            [Tc::LongString as u8, 0, 0, 0, 0, 0, 1, 0, 0]
         );
         // 16384 emoji: 65536 bytes in UTF-8, 98304 in modified UTF-8.
         let emoji = "\u{1F600}".repeat(16384);
         assert_eq!(
             tag_and_len(&emoji)[..9],
-            [TC_LONGSTRING, 0, 0, 0, 0, 0, 1, 0x80, 0]
+            [Tc::LongString as u8, 0, 0, 0, 0, 0, 1, 0x80, 0]
         );
-        assert_eq!(tag_and_len("")[..], [TC_STRING, 0, 0]);
+        assert_eq!(tag_and_len("")[..], [Tc::String as u8, 0, 0]);
     }
 
     #[test]
