@@ -40,13 +40,40 @@ impl ToSchema for Time {}
 
 /// A field every answer has, `null` when it holds nothing (where an `Option` field is one an
 /// answer may leave out).
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize)]
 #[serde(transparent)]
 pub struct Nullable<T>(pub Option<T>);
 
 impl<T> From<Option<T>> for Nullable<T> {
     fn from(value: Option<T>) -> Self {
         Nullable(value)
+    }
+}
+
+// The schema of `T` or `null`, as utoipa composes a generic field's schema (its derive calls
+// this trait for every generic type; the derive itself would drop the `null`).
+impl<T: ToSchema> utoipa::__dev::ComposeSchema for Nullable<T> {
+    fn compose(
+        generics: Vec<utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>,
+    ) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        let value = generics.into_iter().next().unwrap_or_else(T::schema);
+        OneOfBuilder::new()
+            .item(value)
+            .item(ObjectBuilder::new().schema_type(Type::Null))
+            .into()
+    }
+}
+
+impl<T: ToSchema> ToSchema for Nullable<T> {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "Nullable".into()
+    }
+
+    fn schemas(
+        schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
+    ) {
+        T::schemas(schemas);
     }
 }
 
