@@ -117,28 +117,31 @@ def self_test_classes():
     return found
 
 
-def run_self_test(checks, flink, cls, label, args, log_dir):
-    """Runs one self-test class to its end; each of its "ok"/"not ok" lines is one check, its
-    final line must be "N passed, 0 failed" with N its ok lines, and its exit status 0."""
-    short = cls.rsplit(".", 1)[-1]
-    log_path = os.path.join(log_dir, f"{short}-{label.replace(' ', '-').replace(',', '')}.log")
-    p = flink.java(f"{short} {label}", cls, args, log_path, heap="512m")
-    try:
-        rc = p.p.wait(timeout=900)
-    except Exception:  # noqa: BLE001 - timed out: stopped by its pid, reported below
-        rc = p.term(grace=5)
-    lines = p.log_text().splitlines()
-    oks = 0
-    for line in lines:
-        if line.startswith("ok - "):
-            checks.ok(f"{short} {label}: {line[5:]}")
-            oks += 1
-        elif line.startswith("not ok - "):
-            checks.not_ok(f"{short} {label}: {line[9:]}")
-    last = next((line for line in reversed(lines) if re.fullmatch(r"\d+ passed, \d+ failed", line)), None)
-    if rc != 0 or last != f"{oks} passed, 0 failed":
-        checks.not_ok(f"{short} {label}: did not complete (exit {rc}, last count line {last!r}; see {log_path})")
-        log("\n".join(line for line in lines if not line.startswith("ok - "))[-4000:])
+class SelfTest:
+    """One self-test class started (a JVM of its own) with its arguments; result() waits for its
+    end: each "ok"/"not ok" line is a case, its final line must be "N passed, 0 failed" with N
+    its ok lines, and its exit status 0. Several run side by side: they mostly wait."""
+
+    def __init__(self, flink, cls, label, args, log_dir):
+        self.short = cls.rsplit(".", 1)[-1]
+        self.log_path = os.path.join(log_dir, f"{self.short}-{label.replace(' ', '-').replace(',', '')}.log")
+        self.proc = flink.java(f"{self.short} {label}", cls, args, self.log_path, heap="512m")
+
+    def result(self, timeout=900):
+        """([(passed, case)], None when the run completed, else what went wrong)."""
+        try:
+            rc = self.proc.p.wait(timeout=timeout)
+        except Exception:  # noqa: BLE001 - timed out: stopped by its pid, reported below
+            rc = self.proc.term(grace=5)
+        lines = self.proc.log_text().splitlines()
+        cases = [(True, line[5:]) if line.startswith("ok - ") else (False, line[9:])
+                 for line in lines if line.startswith(("ok - ", "not ok - "))]
+        oks = sum(ok for ok, _ in cases)
+        last = next((line for line in reversed(lines) if re.fullmatch(r"\d+ passed, \d+ failed", line)), None)
+        if rc == 0 and last == f"{oks} passed, 0 failed":
+            return cases, None
+        rest = "\n".join(line for line in lines if not line.startswith("ok - "))[-4000:]
+        return cases, f"{self.short} did not complete (exit {rc}, last count line {last!r}; see {self.log_path}):\n{rest}"
 
 
 class FaultProxy:

@@ -1,10 +1,14 @@
-"""The core of the real-Flink suites' harness: checks, teardown scopes, processes, HTTP.
+"""The core of the real-Flink suites' harness (and of the Patroni suite's): teardown scopes,
+processes, HTTP, waiting.
 
 Standard library only. Everything a suite starts is registered in the innermost open `Scope`
 and stopped by its pid when that scope closes (at the end of the suite, also on a failure, an
-exception, Ctrl-C or SIGTERM). Nothing is ever signalled by name.
+exception, Ctrl-C or SIGTERM; conftest.py opens the scopes of the pytest run). Nothing is ever
+signalled by name.
 
-  Checks      "ok - ..." / "not ok - ..." lines, the counts, `check` / `require` / `wait_for`
+  wait_for, expect   poll until true / a condition, Fail(why) otherwise
+  Checks      "ok - ..." / "not ok - ..." lines and the counts, `check` / `require` (the Patroni
+              suite's runner; the real-Flink suites are pytest's steps)
   Scope       teardown stack; `scope()` opens one, `on_teardown(label, fn)` registers in it
   Proc        a process started in its own session: term / kill / pause (SIGSTOP) / resume
   Service     something run as one restartable process: stop / kill / pause / resume
@@ -176,12 +180,12 @@ def on_teardown(label, fn):
     _SCOPES[-1].add(label, fn)
 
 
-def install_signal_handlers():
+def install_signal_handlers(on_term=Terminated):
     """SIGINT (also when the caller ignored it, as a shell does for a background job) raises
-    KeyboardInterrupt, SIGTERM Terminated: either unwinds every scope, stopping every process."""
-    def on_term(*_):
-        raise Terminated()
-    signal.signal(signal.SIGTERM, on_term)
+    KeyboardInterrupt, SIGTERM on_term: either unwinds every scope, stopping every process."""
+    def on_sigterm(*_):
+        raise on_term("SIGTERM")
+    signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
