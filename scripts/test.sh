@@ -4,8 +4,9 @@
 #
 # Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres),
 # Java 17 and Python 3 with pip (Flink, schemathesis and pytest are installed from PyPI into
-# .flink/ on first use). The real-Flink suites are pytest's (scripts/flink-tests.sh runs
-# tests/flink/test_*.py; tests/flink/conftest.py says what they show and how to choose some).
+# .flink/ on first use). The real-Flink suites are pytest's: scripts/flink-tests.sh runs
+# tests/flink/test_*.py in two lanes side by side (pytest-xdist), pytest's summary line last;
+# tests/flink/conftest.py says what they show and how to choose some.
 # The PostgreSQL failover suite (tests/patroni/run.py: Patroni + etcd + HAProxy, Debian's packages
 # installed by scripts/patroni/install.sh; needs root) runs before the real-Flink suites;
 # SKIP_PATRONI=1 leaves it out. SKIP_FLINK=1 leaves out the real-Flink suites.

@@ -1,10 +1,12 @@
 """The suites that use a real Flink 2.3.0 (and real PostgreSQL, SQLite, ZooKeeper, jobstore), on
 pytest.
 
-Run:   bash scripts/flink-tests.sh [PYTEST ARGS]   (installs pytest into .flink/pytest-venv)
+Run:   bash scripts/flink-tests.sh [PYTEST ARGS]   (installs pytest and pytest-xdist into
+                                                   .flink/pytest-venv)
        bash scripts/flink-tests.sh -k plugin_zookeeper           one suite
        bash scripts/flink-tests.sh tests/flink/test_lifecycle.py one suite, by its file
        bash scripts/flink-tests.sh -k "split_brain"              a step, after the steps before it
+       bash scripts/flink-tests.sh -n 0 -s -k harness            in this process, the log live
        bash scripts/flink-tests.sh --collect-only -q             the steps, without running them
 
 Suites (one file each in this folder):
@@ -33,20 +35,31 @@ Steps and stories. A suite is one or more stories (the module, or each class in 
 tests are steps that run in the order they are written and share what the earlier ones left (a
 cluster, a job, a failover). So:
   - a step selected with -k (or -m, --deselect, --lf) runs after every earlier step of its story,
-    which the run adds back (said at the start): -k can cut a story's tail, not its middle;
+    which the run adds back (said at the start with -n 0): -k can cut a story's tail, not its
+    middle; a class's story also runs after the steps of its module written before it;
     stories marked `independent` (the Java self-tests) have no such order;
   - a step marked `required` is one the rest of its story needs (a cluster starts, a job runs):
     when it fails, the rest of its story is skipped, each skip naming it; every other step
     fails on its own and the story goes on;
   - a step may return a detail (a figure, a path): `-v` prints it after PASSED; False fails.
 
-One Flink install, one jobstore binary, one build of the probe job and of the plugin, and one
-ZooKeeper serve every suite of a run (context.Shared, the session fixture `shared`). Each suite
-has its own scratch folder, databases and processes (the module fixture `ctx`), all stopped by
-pid when the suite ends, also on a failure, Ctrl-C or SIGTERM (SIGTERM interrupts like Ctrl-C);
-whatever is still running or not dropped at the end of the run is an error. The first failure
-of a suite shows the last lines of the suite's logs; the summary says each suite's counts and
-time.
+Lanes. scripts/flink-tests.sh runs the suites in two lanes side by side (pytest-xdist's
+workers, -n 2), each a whole suite at a time: the suites that use ZooKeeper
+(test_plugin_zookeeper.py, test_plugin_jobstore.py) in one, the others in the other; -n 0
+runs them all in one process, one after the other. Most of a suite's time is waiting (JVMs
+starting, leases expiring, failovers), so the lanes overlap their waits.
+
+One Flink install, one jobstore binary, one build of the probe job and of the plugin (with its
+test classes), and one ZooKeeper serve every suite of a run (context.Shared, the session
+fixture `shared`, in each lane; the builds take a lock and are made again only when their
+sources changed: the probe job in JOBSTORE_FLINK_CACHE, the plugin in flink-ha-plugin/build;
+ZooKeeper serves the one lane that uses it). Each suite has its own scratch folder, databases
+and processes (the module fixture `ctx`), all stopped by pid when the suite ends, also on a
+failure, Ctrl-C or SIGTERM: the first SIGINT or SIGTERM unwinds like Ctrl-C (later ones are
+ignored until the teardown is done), and the run's controller sends SIGTERM on to each lane,
+which stops what it started before it ends. Whatever is still running or not dropped at the
+end of a lane is an error. The first failure of a suite shows the last lines of the suite's
+logs; the summary says each suite's counts and time.
 
 Env:   JOBSTORE_BIN          jobstore binary (default: $CARGO_TARGET_DIR or target, then
                              debug/jobstore, built with `cargo build --bin jobstore` if missing)
@@ -61,14 +74,16 @@ Env:   JOBSTORE_BIN          jobstore binary (default: $CARGO_TARGET_DIR or targ
        NO_LATER_GATE=1       test_plugin_jobstore fails when jobstore's standby is later than
                              ZooKeeper's at equal timeouts (else the comparison is a measured
                              figure)
-       (`-k EqualTimeouts` runs test_plugin_jobstore's step 7 alone, the failover at a 6 s lease
-       against ZooKeeper's 6 s session and the release: the five runs of BENCHMARKS.md)
+       (what PLUGIN_JOBSTORE_STEPS=7 was: `-k "plugin_jobstore and 6s"` runs its step 7 alone,
+       the failover at a 6 s lease against ZooKeeper's 6 s session and the release, for the five
+       runs of BENCHMARKS.md)
 Needs: java, javac and jar (17), psql, python3; apt-get for ZooKeeper when it is missing.
 """
 import glob
 import inspect
 import os
 import shutil
+import signal
 import tempfile
 import time
 
@@ -97,16 +112,64 @@ RUN = Run()
 def pytest_configure(config):
     config.addinivalue_line("markers", "required: the rest of the story needs this step (its failure skips the rest)")
     config.addinivalue_line("markers", "independent: the steps of this story do not depend on each other")
-    # SIGTERM unwinds like Ctrl-C: pytest stops and tears every fixture down (every process by pid).
-    harness.install_signal_handlers(on_term=KeyboardInterrupt)
+    if hasattr(config, "workerinput"):  # a lane: its pid where the controller finds it
+        with open(os.path.join(os.environ[LANES], f"lane-{os.getpid()}"), "w"):
+            pass
+    else:
+        os.environ[LANES] = tempfile.mkdtemp(prefix="jobstore-flink-lanes.", dir=os.environ.get("TMPDIR", "/tmp"))
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session):
-    """Before the first test: the tools and PostgreSQL, once, for one message instead of a failure
-    in every suite."""
-    if session.config.option.collectonly or not session.items:
-        return None
+LANES = "JOBSTORE_FLINK_LANES"  # the folder where the lanes of a run leave their pids
+ZOOKEEPER_LANE = {"test_plugin_zookeeper.py", "test_plugin_jobstore.py"}  # one ZooKeeper serves both
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Two lanes (pytest-xdist's workers), each a whole suite at a time, its steps in order: the
+    suites that use ZooKeeper in one, the others in the other."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return "zookeeper" if os.path.basename(nodeid.split("::")[0]) in ZOOKEEPER_LANE else "flink"
+    return Lanes(config, log)
+
+
+def lanes():
+    return [int(f.split("-")[1]) for f in os.listdir(os.environ[LANES])]
+
+
+def on_signal(signum, _frame):
+    """SIGINT or SIGTERM, the first one (later ones are ignored, so that nothing interrupts the
+    teardown): the process unwinds like Ctrl-C, pytest stops and tears every fixture down, every
+    process by pid. A controller of lanes sends SIGTERM to each lane instead and goes on until
+    they are down (pytest-xdist then ends the run)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    pids = lanes() if not os.environ.get("PYTEST_XDIST_WORKER") else []
+    if not pids:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def pytest_unconfigure(config):
+    if hasattr(config, "workerinput"):
+        os.remove(os.path.join(os.environ[LANES], f"lane-{os.getpid()}"))
+    else:
+        shutil.rmtree(os.environ.pop(LANES), ignore_errors=True)
+
+
+def pytest_sessionstart(session):
+    """Before any suite: the tools and PostgreSQL, once, for one message instead of a failure in
+    every suite."""
+    if hasattr(session.config, "workerinput") or session.config.option.collectonly:
+        return
     missing = [t for t in ("java", "javac", "jar", "psql") if not harness.which(t)]
     if missing:
         pytest.exit(f"missing on PATH: {' '.join(missing)} (Java 17 and PostgreSQL's client are needed)", returncode=1)
@@ -114,7 +177,6 @@ def pytest_runtestloop(session):
         services.Postgres().reachable()
     except harness.Fail as e:
         pytest.exit(f"PostgreSQL is not reachable with psql ({e}); set DATABASE_URL or PGHOST/PGPORT/PGUSER", returncode=1)
-    return None
 
 
 @pytest.fixture(scope="session")

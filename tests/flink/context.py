@@ -40,27 +40,20 @@ class Shared:
         if what in self._failed:
             raise self.unavailable(f"{what} failed earlier in this run: {self._failed[what]}")
         if what not in self._made:
+            t0 = time.time()
             try:
                 self._made[what] = make()
             except Exception as e:  # noqa: BLE001 - kept for the later askers, raised now
                 self._failed[what] = e
                 raise
+            log(f"{what}: ready in {time.time() - t0:.0f} s")
         return self._made[what]
 
     def flink(self):
-        def make():
-            t0 = time.time()
-            f = flink.Flink(self.scratch)
-            log(f"Flink at {f.home} ({time.time() - t0:.0f} s)")
-            return f
-        return self.once("the Flink install (scripts/flink/install.sh)", make)
+        return self.once("the Flink install (scripts/flink/install.sh)", flink.Flink)
 
     def jobstore_bin(self):
-        def make():
-            path = services.jobstore_binary()
-            log(f"jobstore binary {path}")
-            return path
-        return self.once("the jobstore binary", make)
+        return self.once("the jobstore binary", services.jobstore_binary)
 
     def zookeeper(self):
         """One ZooKeeper server for the run (Debian's package, installed when missing)."""
@@ -95,6 +88,14 @@ class Context:
 
     def zookeeper(self):
         return self.shared.zookeeper()
+
+    def plugin_built(self):
+        """The plugin (flink-ha-plugin/build.sh), its test classes and the probe job, each built
+        once (and again when its sources changed): what to report."""
+        f = self.flink()
+        f.test_classpath()
+        f.probe_jar()
+        return f"{os.path.basename(f.plugin_jar())} with javac against {f.dist_jar}; its test classes; the probe job"
 
     def jobstore(self, name, database_url, flags=()):
         """A jobstore process (not started yet) with its log in the suite's folder."""

@@ -104,6 +104,7 @@ class Checks:
 
 def wait_for(what, fn, timeout, interval=0.3):
     """Polls fn() until it returns a truthy value, which it returns; Fail after timeout s."""
+    __tracebackhide__ = True  # pytest shows the step's line, not this one
     deadline = time.time() + timeout
     last = None
     while True:
@@ -123,6 +124,7 @@ def wait_for(what, fn, timeout, interval=0.3):
 
 def expect(cond, why):
     """Raises Fail(why) unless cond."""
+    __tracebackhide__ = True
     if not cond:
         raise Fail(why)
     return True
@@ -180,12 +182,12 @@ def on_teardown(label, fn):
     _SCOPES[-1].add(label, fn)
 
 
-def install_signal_handlers(on_term=Terminated):
+def install_signal_handlers():
     """SIGINT (also when the caller ignored it, as a shell does for a background job) raises
-    KeyboardInterrupt, SIGTERM on_term: either unwinds every scope, stopping every process."""
-    def on_sigterm(*_):
-        raise on_term("SIGTERM")
-    signal.signal(signal.SIGTERM, on_sigterm)
+    KeyboardInterrupt, SIGTERM Terminated: either unwinds every scope, stopping every process."""
+    def on_term(*_):
+        raise Terminated()
+    signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 

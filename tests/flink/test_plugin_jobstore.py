@@ -33,8 +33,7 @@ checkpoint that fails during a database outage restarts the job), and the probe 
       6 s session and at Flink's default session timeout, in the same run (BENCH_OUT=FILE: JSON);
       at 6 s jobstore's standby answers and runs the job no later than ZooKeeper's. A release:
       the leader shut down cleanly (SIGTERM) releases its lease, the standby leads within 1 s.
-      `-k EqualTimeouts` runs step 7 alone but for the default session (the five runs of
-      BENCHMARKS.md).
+      `-k 6s` runs step 7 alone but for the default session (the five runs of BENCHMARKS.md).
 """
 import os
 import signal
@@ -43,11 +42,12 @@ import time
 import pytest
 
 from flink import LEADER_LINE, PLUGIN_FACTORY
-from ha import (AUDIT, Js, ZooKeeperBaseline, checkpoints_continue, epoch_led, failover, flink_list, holder,
+from ha import (AUDIT, Js, checkpoints_continue, epoch_led, failover, flink_list, holder,
                 in_use_replica, latest_checkpoint, line_time, log_time, no_fatal, probe_job, restored_from, sql_state,
                 start_pair, task_sets, terms, wait_api_state, write_bench)
 from harness import expect, get_json, http, log, random_hex, run, snippet, status_of, wait_for
 from services import HttpRecorder, jobstore_env
+from steps import ZooKeeperBaselineSteps
 
 LEASE, RENEW = 15, 5          # seconds: the plugin's defaults, those of the shared cluster
 FAST_LEASE, FAST_RENEW = 6, 2  # step 7: a lease of 6 s renewed every third of it, the defaults' ratio
@@ -98,10 +98,7 @@ def conf(ctx, cid, ckdir, lease, renew, urls):
 
 @pytest.mark.required
 def test_plugin_test_classes_and_probe_job_built(ctx):
-    flink = ctx.flink()
-    flink.test_classpath()
-    flink.probe_jar()
-    return f"{os.path.basename(flink.plugin_jar())} and the probe job against Flink at {flink.home}"
+    return ctx.plugin_built()
 
 
 @pytest.mark.required
@@ -214,12 +211,9 @@ class TestLeaseDefault:
                f"{s.new.name} leads with epoch {epoch} (before: {s.epoch1}); ha_leaders: {h} epoch {e} live {live}")
         return f"epoch {s.epoch1} -> {epoch} ({s.new.name}'s log and ha_leaders)"
 
-    def test_2_job_restored_from_latest_checkpoint_before_kill(self, s):
-        """Flink's latest.restored.id."""
-        return restored_from(s.cluster, s.job, s.new, s.latest)
-
-    def test_2_checkpoint_ids_continue_after_restore(self, s):
-        return checkpoints_continue(s.ckdir, s.job, s.latest)
+    def test_2_job_restored_from_latest_checkpoint_before_kill_ids_continue(self, s):
+        """Flink's latest.restored.id; the next checkpoint's id follows it."""
+        return f"{restored_from(s.cluster, s.job, s.new, s.latest)}; {checkpoints_continue(s.ckdir, s.job, s.latest)}"
 
     def test_2_flink_list_with_killed_jobmanagers_configuration_finds_job(self, s):
         """Through the client HA services."""
@@ -238,7 +232,7 @@ class TestLeaseDefault:
     # (3) split brain ----------------------------------------------------------------------------------
 
     @pytest.mark.required
-    def test_3_sigstop_of_leader_past_lease_standby_takes_over(self, s):
+    def test_3_split_brain_sigstop_of_leader_past_lease_standby_takes_over(self, s):
         """SIGSTOP of the leader until the standby leads and runs the job, then SIGCONT."""
         s.paused, s.leader = s.new, s.old
         s.standby = s.paused
@@ -452,11 +446,8 @@ class TestLeaseDefault:
         wait_for("job RUNNING again", lambda: s.cluster.job_running(s.job, s.leader), 120, 0.5)
         return f"job {s.job} RUNNING on {s.leader.name} {time.time() - s.t1:.1f}s after the database was back"
 
-    def test_5_from_latest_checkpoint_held_when_outage_began(self, s):
-        return restored_from(s.cluster, s.job, s.leader, s.held)
-
-    def test_5_checkpoints_continue(self, s):
-        return checkpoints_continue(s.ckdir, s.job, s.held)
+    def test_5_from_latest_checkpoint_held_when_outage_began_ids_continue(self, s):
+        return f"{restored_from(s.cluster, s.job, s.leader, s.held)}; {checkpoints_continue(s.ckdir, s.job, s.held)}"
 
     def test_5_job_did_not_end_no_result_in_jobstore(self, s):
         expect(status_of(f"{s.r2.url}/v1/clusters/{s.cid}/job-results/{s.job}") == 404, "a result exists")
@@ -509,9 +500,9 @@ class TestLeaseDefault:
             s.cluster.stop()
 
 
-class TestEqualTimeouts:
-    """Step 7 (`-k EqualTimeouts` runs it alone: the five runs of BENCHMARKS.md): the failover at a
-    6 s lease renewed every 2 s against Flink's ZooKeeper HA at a 6 s session, and the release.
+class TestLease6s:
+    """Step 7 (`-k 6s` runs it alone with TestZooKeeperHa6sSession and the comparison: the five
+    runs of BENCHMARKS.md): the failover at a 6 s lease renewed every 2 s, and the release.
     jobstore is measured as ZooKeeper is: the JobManagers talk to a replica on the database
     directly, not through the suite's HTTP recorder and PostgreSQL TCP proxy (both Python, in
     the path of every call of steps 2 to 6)."""
@@ -621,71 +612,38 @@ class TestEqualTimeouts:
         finally:
             s.fast.stop()
 
-    @pytest.mark.required
-    def test_zookeeper_6s_session_cluster_starts(self, ctx, s):
-        """Flink's own high-availability.type zookeeper, session timeout 6 s: 2 JobManagers and 1
-        TaskManager up, one leads."""
-        s.zk_6s = ZooKeeperBaseline(ctx, "zookeeper-6s",
-                                    {"high-availability.zookeeper.client.session-timeout": ZK_SHORT_SESSION})
-        return s.zk_6s.start(f"(7) ZooKeeper, session timeout {ZK_SHORT_SESSION}: Flink's own high-availability.type "
-                             "zookeeper")
 
-    @pytest.mark.required
-    def test_zookeeper_6s_same_checkpointed_job_runs(self, s):
-        return s.zk_6s.job_runs()
+class TestZooKeeperHa6sSession(ZooKeeperBaselineSteps):
+    """Step 7: Flink's own ZooKeeper HA at a 6 s session, the timeout of TestLease6s."""
 
-    def test_zookeeper_6s_sigkill_of_leader_standby_takes_over(self, s):
-        detail = s.zk_6s.kill()
-        s.figures["zookeeper_6s"] = dict(s.zk_6s.figures(), session_timeout=ZK_SHORT_SESSION)
-        return detail
-
-    def test_zookeeper_6s_job_restored_from_latest_checkpoint(self, s):
-        try:
-            return s.zk_6s.restored()
-        finally:
-            s.zk_6s.stop()
-
-    def test_jobstore_no_later_than_zookeeper_at_equal_timeouts(self, s):
-        """At equal timeouts (lease 6 s, ZooKeeper session 6 s): jobstore's standby answers as
-        leader and runs the job again no later than ZooKeeper's. Measured, not gated: on the
-        shared 2-core machine one failover per side does not separate jobstore's cost from the
-        noise of Flink's own start (BENCHMARKS.md, "at equal timeouts"); NO_LATER_GATE=1 makes
-        it a check (for a quiet machine)."""
-        j, z = s.figures.get("jobstore_6s"), s.figures.get("zookeeper_6s")
-        if not (j and z):
-            pytest.skip(f"a failover was not measured (figures: {sorted(s.figures)})")
-        jl, jr, zl, zr = j["leader_answering_s"], j["job_running_s"], z["leader_answering_s"], z["job_running_s"]
-        held = jl <= zl and jr <= zr
-        figures = f"jobstore {jl} s / {jr} s, ZooKeeper {zl} s / {zr} s"
-        if os.environ.get("NO_LATER_GATE") == "1":
-            expect(held, f"{figures} (timeline: jobstore {j['timeline']}, ZooKeeper granted after {z['granted_s']} s)")
-            return figures
-        return f"(measured, not gated): {'held' if held else 'did NOT hold'}: {figures}"
+    name, figure, extra = "zookeeper-6s", "zookeeper_6s", {"session_timeout": ZK_SHORT_SESSION}
+    label = f"(7) ZooKeeper, session timeout {ZK_SHORT_SESSION}: Flink's own high-availability.type zookeeper"
+    conf = {"high-availability.zookeeper.client.session-timeout": ZK_SHORT_SESSION}
 
 
-class TestZooKeeperDefaultSession:
+class TestZooKeeperHaDefaultSession(ZooKeeperBaselineSteps):
     """Step 7's last figure: Flink's own ZooKeeper HA at Flink's default session timeout."""
 
-    @pytest.mark.required
-    def test_cluster_starts(self, ctx, s):
-        s.zk_default = ZooKeeperBaseline(ctx, "zookeeper-default", {})
-        return s.zk_default.start("(7) ZooKeeper, Flink's default session timeout: Flink's own "
-                                  "high-availability.type zookeeper")
+    name, figure, extra = "zookeeper-default", "zookeeper_default", {"session_timeout": "Flink's default (60 s requested)"}
+    label = "(7) ZooKeeper, Flink's default session timeout: Flink's own high-availability.type zookeeper"
 
-    @pytest.mark.required
-    def test_same_checkpointed_job_runs(self, s):
-        return s.zk_default.job_runs()
 
-    def test_sigkill_of_leader_standby_takes_over(self, s):
-        detail = s.zk_default.kill()
-        s.figures["zookeeper_default"] = dict(s.zk_default.figures(), session_timeout="Flink's default (60 s requested)")
-        return detail
-
-    def test_job_restored_from_latest_checkpoint(self, s):
-        try:
-            return s.zk_default.restored()
-        finally:
-            s.zk_default.stop()
+def test_6s_jobstore_no_later_than_zookeeper_at_equal_timeouts(s):
+    """At equal timeouts (lease 6 s, ZooKeeper session 6 s): jobstore's standby answers as
+    leader and runs the job again no later than ZooKeeper's. Measured, not gated: on the
+    shared 2-core machine one failover per side does not separate jobstore's cost from the
+    noise of Flink's own start (BENCHMARKS.md, "at equal timeouts"); NO_LATER_GATE=1 makes
+    it a check (for a quiet machine)."""
+    j, z = s.figures.get("jobstore_6s"), s.figures.get("zookeeper_6s")
+    if not (j and z):
+        pytest.skip(f"a failover was not measured (figures: {sorted(s.figures)})")
+    jl, jr, zl, zr = j["leader_answering_s"], j["job_running_s"], z["leader_answering_s"], z["job_running_s"]
+    held = jl <= zl and jr <= zr
+    figures = f"jobstore {jl} s / {jr} s, ZooKeeper {zl} s / {zr} s"
+    if os.environ.get("NO_LATER_GATE") == "1":
+        expect(held, f"{figures} (timeline: jobstore {j['timeline']}, ZooKeeper granted after {z['granted_s']} s)")
+        return figures
+    return f"(measured, not gated): {'held' if held else 'did NOT hold'}: {figures}"
 
 
 def test_failover_times(s):

@@ -149,11 +149,7 @@ def short(cls):
 
 @pytest.mark.required
 def test_plugin_test_classes_and_probe_job_built(ctx):
-    """build.sh builds the plugin; its test classes and the probe job are compiled."""
-    flink = ctx.flink()
-    flink.test_classpath()
-    flink.probe_jar()
-    return f"{os.path.basename(flink.plugin_jar())} with javac against {flink.dist_jar}"
+    return ctx.plugin_built()
 
 
 @pytest.mark.required
@@ -287,27 +283,37 @@ def test_jobmanager_start_called_get_dirty_results_application_results(s):
 
 # (1) a bounded job --------------------------------------------------------------------------------
 
-@pytest.mark.required
-def test_1_bounded_job_submitted(s):
-    """With Flink's mark-clean held at the proxy."""
+ENTRIES = pytest.mark.parametrize("entry", ["job", "application"])
+
+
+def submitted_held(s, *args):
+    """The probe job submitted with Flink's mark-clean held at the proxy, until Flink tries to
+    mark its result clean: the job id."""
     s.proxy.hold()
-    s.j1 = s.a.submit(200, 100, "probe-bounded")
-    return s.j1
+    job = s.a.submit(*args)
+    s.proxy.wait_held()
+    return job
 
 
-def test_1_flink_tried_to_mark_job_clean_held(s):
-    return s.proxy.wait_held()
+def entry_url(s, entry, job):
+    return f"{s.jr_a if entry == 'job' else s.ar_a}/{job}"
 
 
-def test_1_job_entry_dirty_while_mark_clean_held(s):
-    return s.reader.wait_state(f"{s.jr_a}/{s.j1}", "dirty", 10)
+@pytest.mark.required
+def test_1_bounded_job_submitted_flink_tries_to_mark_it_clean(s):
+    """With Flink's mark-clean held at the proxy."""
+    s.j1 = submitted_held(s, 200, 100, "probe-bounded")
+    return f"{s.j1}: mark-clean held"
 
 
-def test_1_application_entry_dirty_while_mark_clean_held(s):
+@ENTRIES
+def test_1_entry_dirty_while_mark_clean_held(s, entry):
+    """The job entry, then the application entry; Flink's mark-clean released after."""
     try:
-        return s.reader.wait_state(f"{s.ar_a}/{s.j1}", "dirty", 10)
+        return s.reader.wait_state(entry_url(s, entry, s.j1), "dirty", 10)
     finally:
-        s.proxy.release()
+        if entry == "application":
+            s.proxy.release()
 
 
 def test_1_flink_reports_job_finished(s):
@@ -366,23 +372,11 @@ def test_2_application_entry_ends_clean_with_state_failed(s):
 # (3) recovery -------------------------------------------------------------------------------------
 
 @pytest.mark.required
-def test_3_job_submitted(s):
-    """With Flink's mark-clean held at the proxy."""
-    s.proxy.hold()
-    s.j3 = s.a.submit(200, 100, "probe-recovered")
-    return s.j3
-
-
-def test_3_flink_tried_to_mark_job_clean_held(s):
-    return s.proxy.wait_held()
-
-
-def test_3_job_entry_dirty(s):
-    return s.reader.wait_state(f"{s.jr_a}/{s.j3}", "dirty", 10)
-
-
-def test_3_application_entry_dirty(s):
-    return s.reader.wait_state(f"{s.ar_a}/{s.j3}", "dirty", 10)
+def test_3_job_submitted_its_entries_dirty_while_mark_clean_held(s):
+    """The job entry and the application entry."""
+    s.j3 = submitted_held(s, 200, 100, "probe-recovered")
+    return "; ".join(f"{entry} entry {s.reader.wait_state(entry_url(s, entry, s.j3), 'dirty', 10)}"
+                     for entry in ("job", "application"))
 
 
 def test_3_flink_could_not_mark_clean_with_jobstore_stopped(s):

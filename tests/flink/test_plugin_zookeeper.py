@@ -27,9 +27,10 @@ import pytest
 
 import flink as flinklib
 from flink import LEADER_LINE, PLUGIN_FACTORY
-from ha import (ZooKeeperBaseline, api_state, checkpoints_continue, entry, failover, flink_list, in_use_replica, no_fatal,
+from ha import (api_state, checkpoints_continue, entry, failover, flink_list, in_use_replica, no_fatal,
                 probe_job, restored_from, sql_state, start_pair, wait_api_state, write_bench)
 from harness import expect, http, log, random_hex, snippet, status_of, wait_for
+from steps import ZooKeeperBaselineSteps
 
 
 COMMON = {
@@ -49,10 +50,7 @@ def figures(s):
 
 @pytest.mark.required
 def test_plugin_test_classes_and_probe_job_built(ctx):
-    flink = ctx.flink()
-    flink.test_classpath()
-    flink.probe_jar()
-    return f"{os.path.basename(flink.plugin_jar())} and the probe job against Flink at {flink.home}"
+    return ctx.plugin_built()
 
 
 @pytest.mark.required
@@ -370,31 +368,13 @@ def test_3_no_jobmanager_failed_over_because_of_replicas(s):
 
 # (4) Flink's own ZooKeeper HA, same scenario ------------------------------------------------------
 
-@pytest.mark.required
-def test_4_baseline_flinks_own_zookeeper_ha_starts(ctx, s):
-    """Flink's own high-availability.type zookeeper: 2 JobManagers and 1 TaskManager up, one leads."""
-    s.baseline = ZooKeeperBaseline(ctx, "flink-zk", {k: v for k, v in COMMON.items()
-                                                     if k.startswith("high-availability.zookeeper.client.")})
-    return s.baseline.start("(4) baseline: Flink's own high-availability.type zookeeper")
+class Test4BaselineFlinksOwnZooKeeperHa(ZooKeeperBaselineSteps):
+    """The same scenario on Flink's own high-availability.type zookeeper (the same session and
+    connection timeouts)."""
 
-
-@pytest.mark.required
-def test_4_baseline_same_checkpointed_job_runs(s):
-    return s.baseline.job_runs()
-
-
-def test_4_baseline_sigkill_of_leader_standby_takes_over(s):
-    """The standby takes over, the job runs again."""
-    detail = s.baseline.kill()
-    s.figures["flink"] = s.baseline.figures()
-    return detail
-
-
-def test_4_baseline_job_restored_from_latest_checkpoint(s):
-    try:
-        return s.baseline.restored()
-    finally:
-        s.baseline.stop()
+    name, figure = "flink-zk", "flink"
+    label = "(4) baseline: Flink's own high-availability.type zookeeper"
+    conf = {k: v for k, v in COMMON.items() if k.startswith("high-availability.zookeeper.client.")}
 
 
 def test_4_failover_times(s):
