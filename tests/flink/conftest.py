@@ -102,6 +102,7 @@ class Run:
         self.logs_shown = set()  # suites whose logs were shown with a failure
         self.suites = {}         # suite file -> {"t0", "t1", what -> count}
         self.added = 0           # steps added back to the chosen ones
+        self.scratch = []        # the scratch folder of this process, or of every lane
 
 
 RUN = Run()
@@ -165,6 +166,16 @@ def pytest_unconfigure(config):
         shutil.rmtree(os.environ.pop(LANES), ignore_errors=True)
 
 
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):  # for the controller's summary
+        session.config.workeroutput["scratch"] = RUN.scratch
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    RUN.scratch += getattr(node, "workeroutput", {}).get("scratch", [])
+
+
 def pytest_sessionstart(session):
     """Before any suite: the tools and PostgreSQL, once, for one message instead of a failure in
     every suite."""
@@ -185,6 +196,7 @@ def shared():
     scratch folder; at the end of the run nothing it started may be left running."""
     scratch = os.path.realpath(tempfile.mkdtemp(prefix="jobstore-flink-suites.", dir=os.environ.get("TMPDIR", "/tmp")))
     harness.log(f"scratch folder {scratch}")
+    RUN.scratch.append(scratch)
     with harness.scope("run") as run_scope:
         made = Shared(scratch, run_scope)
         made.unavailable = pytest.skip.Exception
@@ -368,6 +380,8 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if os.environ.get("KEEP_SCRATCH") and RUN.scratch:
+        terminalreporter.write_line(f"KEEP_SCRATCH: the logs are kept in {' '.join(RUN.scratch)}")
     if not RUN.suites:
         return
     terminalreporter.section("suites")
