@@ -3,8 +3,10 @@
 # PostgreSQL and SQLite, then the suites that run a real Flink 2.3.0.
 #
 # Needs PostgreSQL (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres),
-# Java 17 and Python 3 with pip (Flink and schemathesis are installed from PyPI into
-# .flink/ on first use). The real-Flink suites are tests/flink/run.py (see its docstring).
+# Java 17 and Python 3 with pip (Flink, schemathesis and pytest are installed from PyPI into
+# .flink/ on first use). The real-Flink suites are pytest's: scripts/flink-tests.sh runs
+# tests/flink/test_*.py in two lanes side by side (pytest-xdist), pytest's summary line last;
+# tests/flink/conftest.py says what they show and how to choose some.
 # The PostgreSQL failover suite (tests/patroni/run.py: Patroni + etcd + HAProxy, Debian's packages
 # installed by scripts/patroni/install.sh; needs root) runs before the real-Flink suites;
 # SKIP_PATRONI=1 leaves it out. SKIP_FLINK=1 leaves out the real-Flink suites.
@@ -83,9 +85,9 @@ if [ "${SKIP_FLINK:-0}" = 1 ]; then
   exit 0
 fi
 
-step "the suites on a real Flink 2.3.0: the harness, savepoints, the HA plugin standalone and on ZooKeeper"
+step "the suites on a real Flink 2.3.0 (pytest): the harness, savepoints, the lifecycle, the HA plugin standalone, on ZooKeeper and as the whole HA backend"
 flink_rc=0
-python3 tests/flink/run.py || flink_rc=$?
+bash scripts/flink-tests.sh || flink_rc=$?
 
 # A Flink job on the plugin's jobstore HA mode through PostgreSQL failovers shorter and longer
 # than the lease (tests/patroni/flink_failover.py, about 2 minutes), on the Flink installed above.

@@ -4,13 +4,15 @@ configuration and ports, each stopped, killed, paused or restarted by its own pi
 
   Flink       the install (scripts/flink/install.sh), the probe job (scripts/flink/probe-job,
               compiled into the cache), the plugin jar (flink-ha-plugin/build.sh), the plugin's
-              test classes (flink-ha-plugin/src/test/java) and its self-tests
+              test classes (flink-ha-plugin/src/test/java, compiled into flink-ha-plugin/build)
+  SelfTest    one of the plugin's self-tests running (a JVM of its own)
   Cluster     N JobManagers (several for HA) and M TaskManagers on 127.0.0.1; jobs through
               REST: submit, wait for a state, checkpoints
   FlinkProcess  one JobManager or TaskManager (`jobmanager.sh start-foreground`: the pid is
               the JVM's)
   FaultProxy  the plugin's pass-through HTTP proxy that can hold mark-clean requests
 """
+import contextlib
 import fcntl
 import glob
 import json
@@ -24,6 +26,7 @@ from harness import (REPO, Fail, Proc, Service, Stop, free_port, free_ports, get
                      wait_for)
 
 PLUGIN_DIR = os.path.join(REPO, "flink-ha-plugin")
+PLUGIN_BUILD = os.path.join(PLUGIN_DIR, "build")  # git ignores it
 PROBE_SRC = os.path.join(REPO, "scripts", "flink", "probe-job")
 PROBE_MAIN = "jobstore.probe.ProbeJob"
 PLUGIN_FACTORY = "io.jobstore.flink.ha.JobstoreHaServicesFactory"  # high-availability.type
@@ -38,15 +41,28 @@ def cache_dir():
     return os.environ.get("JOBSTORE_FLINK_CACHE") or os.path.join(REPO, ".flink")
 
 
-def newest_mtime(folder):
-    return max((os.path.getmtime(p) for p in glob.glob(os.path.join(folder, "**"), recursive=True)), default=0)
+def newest_mtime(*paths):
+    """The newest modification time of the paths and of every file under those that are folders."""
+    return max((os.path.getmtime(p) for path in paths for p in [path] + glob.glob(os.path.join(path, "**"), recursive=True)
+                if os.path.exists(p)), default=0)
+
+
+@contextlib.contextmanager
+def built(stamp, sources):
+    """Holds flink-ha-plugin/build's lock (the other lane of a run waits, then finds it built);
+    yields whether `stamp` is newer than every source (else the caller builds and touches it)."""
+    os.makedirs(PLUGIN_BUILD, exist_ok=True)
+    with open(os.path.join(PLUGIN_BUILD, ".suites.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield os.path.exists(stamp) and os.path.getmtime(stamp) > newest_mtime(*sources)
 
 
 class Flink:
-    """The Flink install and what the suites build against it, each made once per run."""
+    """The Flink install and what the suites build against it: each built once, and again only
+    when its sources changed (the probe job in the cache, the plugin and its test classes in
+    flink-ha-plugin/build), under a lock (the other lane of a run waits for it)."""
 
-    def __init__(self, scratch):
-        self.scratch = scratch
+    def __init__(self):
         self.home = run([os.path.join(REPO, "scripts", "flink", "install.sh")], timeout=1800,
                         env=dict(os.environ, JOBSTORE_FLINK_CACHE=cache_dir()))
         self.dist_jar = os.path.basename(glob.glob(os.path.join(self.home, "lib", "flink-dist*.jar"))[0])
@@ -83,17 +99,35 @@ class Flink:
         return jar
 
     def plugin_jar(self):
+        """flink-ha-plugin/build.sh's jar, built when its sources changed since the last build."""
         if not self._plugin_jar:
-            self._plugin_jar = run([os.path.join(PLUGIN_DIR, "build.sh")], env=dict(os.environ, FLINK_HOME=self.home))
+            stamp = os.path.join(PLUGIN_BUILD, "suites-plugin-jar")
+            sources = [os.path.join(PLUGIN_DIR, "src", "main"), os.path.join(PLUGIN_DIR, "build.sh")]
+            with built(stamp, sources) as fresh:
+                if fresh:
+                    with open(stamp) as f:
+                        fresh = os.path.exists(f.read().strip())
+                if not fresh:
+                    jar = run([os.path.join(PLUGIN_DIR, "build.sh")], env=dict(os.environ, FLINK_HOME=self.home))
+                    with open(stamp, "w") as f:
+                        f.write(jar)
+                with open(stamp) as f:
+                    self._plugin_jar = f.read().strip()
         return self._plugin_jar
 
     def test_classpath(self):
-        """The plugin's test classes (FaultProxy, the self-tests, the fakes), compiled once."""
+        """The plugin's test classes (FaultProxy, the self-tests, the fakes), compiled when they or
+        the plugin changed since the last compilation."""
         if not self._test_cp:
-            classes = os.path.join(self.scratch, "plugin-test-classes")
-            sources = sorted(glob.glob(os.path.join(PLUGIN_DIR, "src", "test", "java", "**", "*.java"), recursive=True))
-            run(["javac", "--release", "11", "-nowarn", "-encoding", "UTF-8", "-cp", f"{self.lib}:{self.plugin_jar()}",
-                 "-d", classes] + sources)
+            classes = os.path.join(PLUGIN_BUILD, "suites-test-classes")
+            sources = [os.path.join(PLUGIN_DIR, "src", "test"), self.plugin_jar()]
+            with built(classes + ".stamp", sources) as fresh:
+                if not (fresh and os.path.isdir(classes)):
+                    shutil.rmtree(classes, ignore_errors=True)
+                    java = sorted(glob.glob(os.path.join(PLUGIN_DIR, "src", "test", "java", "**", "*.java"), recursive=True))
+                    run(["javac", "--release", "11", "-nowarn", "-encoding", "UTF-8", "-cp",
+                         f"{self.lib}:{self.plugin_jar()}", "-d", classes] + java)
+                    open(classes + ".stamp", "w").close()
             self._test_cp = f"{classes}:{self.plugin_jar()}:{self.lib}"
         return self._test_cp
 
@@ -117,28 +151,31 @@ def self_test_classes():
     return found
 
 
-def run_self_test(checks, flink, cls, label, args, log_dir):
-    """Runs one self-test class to its end; each of its "ok"/"not ok" lines is one check, its
-    final line must be "N passed, 0 failed" with N its ok lines, and its exit status 0."""
-    short = cls.rsplit(".", 1)[-1]
-    log_path = os.path.join(log_dir, f"{short}-{label.replace(' ', '-').replace(',', '')}.log")
-    p = flink.java(f"{short} {label}", cls, args, log_path, heap="512m")
-    try:
-        rc = p.p.wait(timeout=900)
-    except Exception:  # noqa: BLE001 - timed out: stopped by its pid, reported below
-        rc = p.term(grace=5)
-    lines = p.log_text().splitlines()
-    oks = 0
-    for line in lines:
-        if line.startswith("ok - "):
-            checks.ok(f"{short} {label}: {line[5:]}")
-            oks += 1
-        elif line.startswith("not ok - "):
-            checks.not_ok(f"{short} {label}: {line[9:]}")
-    last = next((line for line in reversed(lines) if re.fullmatch(r"\d+ passed, \d+ failed", line)), None)
-    if rc != 0 or last != f"{oks} passed, 0 failed":
-        checks.not_ok(f"{short} {label}: did not complete (exit {rc}, last count line {last!r}; see {log_path})")
-        log("\n".join(line for line in lines if not line.startswith("ok - "))[-4000:])
+class SelfTest:
+    """One self-test class started (a JVM of its own) with its arguments; result() waits for its
+    end: each "ok"/"not ok" line is a case, its final line must be "N passed, 0 failed" with N
+    its ok lines, and its exit status 0. Several run side by side: they mostly wait."""
+
+    def __init__(self, flink, cls, label, args, log_dir):
+        self.short = cls.rsplit(".", 1)[-1]
+        self.log_path = os.path.join(log_dir, f"{self.short}-{label.replace(' ', '-').replace(',', '')}.log")
+        self.proc = flink.java(f"{self.short} {label}", cls, args, self.log_path, heap="512m")
+
+    def result(self, timeout=900):
+        """([(passed, case)], None when the run completed, else what went wrong)."""
+        try:
+            rc = self.proc.p.wait(timeout=timeout)
+        except Exception:  # noqa: BLE001 - timed out: stopped by its pid, reported below
+            rc = self.proc.term(grace=5)
+        lines = self.proc.log_text().splitlines()
+        cases = [(True, line[5:]) if line.startswith("ok - ") else (False, line[9:])
+                 for line in lines if line.startswith(("ok - ", "not ok - "))]
+        oks = sum(ok for ok, _ in cases)
+        last = next((line for line in reversed(lines) if re.fullmatch(r"\d+ passed, \d+ failed", line)), None)
+        if rc == 0 and last == f"{oks} passed, 0 failed":
+            return cases, None
+        rest = "\n".join(line for line in lines if not line.startswith("ok - "))[-4000:]
+        return cases, f"{self.short} did not complete (exit {rc}, last count line {last!r}; see {self.log_path}):\n{rest}"
 
 
 class FaultProxy:
@@ -175,6 +212,10 @@ class FaultProxy:
 
 
 # --- clusters ----------------------------------------------------------------------------------
+
+class PortTaken(Stop):
+    """A JobManager could not bind a port that was free when it was chosen."""
+
 
 def dist_java_opts(home):
     """env.java.opts.all of the distribution's config.yaml (Flink needs its --add-opens)."""
@@ -303,12 +344,33 @@ class Cluster:
         return self.tms[0]
 
     def start(self, timeout=240):
-        """Starts every process; waits for a leader and every TaskManager. Returns the leader."""
-        for p in self.jms + self.tms:
-            p.start()
-        leader = wait_for(f"{self.name}: a JobManager leads", self.leader, timeout, 0.5)
+        """Starts every process; waits for a leader and every TaskManager. Returns the leader.
+        A JobManager that could not bind a port it was given (taken since it was found free)
+        makes the cluster start again on new ports, up to three times."""
+        for attempt in (1, 2, 3):
+            for p in self.jms + self.tms:
+                p.start()
+            try:
+                leader = wait_for(f"{self.name}: a JobManager leads", self.leader_or_exit, timeout, 0.5)
+                break
+            except PortTaken as e:
+                if attempt == 3:
+                    raise
+                log(f"{self.name}: {e}; starting again on new ports")
+                self.stop()
+                for p in self.jms + self.tms:
+                    p.rest_port, p.rpc_port, p.blob_port = free_ports(3)
         self.wait_taskmanagers(leader, timeout)
         return leader
+
+    def leader_or_exit(self):
+        """The leader (None while there is none); Stop when a JobManager exited."""
+        for jm in self.jms:
+            if not jm.alive():
+                text = jm.proc.log_text() + jm.log_text()
+                why = f"{jm.name} exited (exit status {jm.proc.returncode}): {snippet(text[-600:], 600)}"
+                raise PortTaken(why) if "java.net.BindException" in text else Stop(why)
+        return self.leader()
 
     def wait_taskmanagers(self, jm, timeout=180):
         def registered():

@@ -1,7 +1,8 @@
-"""What the HA suites share: a leader failover timed against checkpoints, the same on Flink's
-own ZooKeeper HA (the baseline of the failover figures), `flink list -r` through the client HA
-services, a job's entry in jobstore through the API and in SQL, the jobstore replica a
-JobManager's plugin uses, fatal errors in a JobManager's log."""
+"""What the HA suites share: a pair of JobManagers started, a leader failover timed against
+checkpoints, the same on Flink's own ZooKeeper HA (ZooKeeperBaseline: the baseline of the
+failover figures), `flink list -r` through the client HA services, a job's entry in jobstore
+through the API and in SQL, the jobstore replica a JobManager's plugin uses, fatal errors in a
+JobManager's log, the figures written to BENCH_OUT."""
 import glob
 import json
 import os
@@ -10,7 +11,7 @@ import subprocess
 import time
 
 from flink import LEADER_LINE
-from harness import expect, http, log, status_of, wait_for
+from harness import expect, get_json, http, log, status_of, wait_for
 
 
 def completed_checkpoints(ckdir, job):
@@ -22,17 +23,15 @@ def latest_checkpoint(ckdir, job):
     return (completed_checkpoints(ckdir, job) or [0])[-1]
 
 
-def start_pair(ctx, cluster, what):
-    """Starts a cluster of two JobManagers (a required check: one leads, every TaskManager
-    registered), then waits until the standby's REST endpoint answers: (leader, standby)."""
+def start_pair(cluster, what):
+    """Starts a cluster of two JobManagers (one leads, every TaskManager registered), then waits
+    until the standby's REST endpoint answers: (leader, standby, what to report)."""
     log(f"starting {cluster.name}: {what}")
-    ctx.require(f"{what}: 2 JobManagers and 1 TaskManager up, one leads",
-                lambda: (lambda j: f"leader {j.name}, REST {j.rest}")(cluster.start()))
-    leader = cluster.leader()
+    leader = cluster.start()
     standby = cluster.others(leader)[0]
     wait_for(f"{cluster.name}: the standby's REST endpoint answers", lambda: status_of(standby.rest + "/overview") == 200,
              120)
-    return leader, standby
+    return leader, standby, f"{what}: leader {leader.name}, REST {leader.rest}"
 
 
 def probe_job(cluster, jm, ckdir):
@@ -87,16 +86,6 @@ def checkpoints_continue(ckdir, job, after, timeout=60):
     return f"next completed checkpoint id {nxt} > {after}"
 
 
-def check_recovery(ctx, label, cluster, job, ckdir, old, new, latest):
-    """The checks after a failover from `old` to `new`: the job restored from `latest`, the
-    checkpoint ids go on, and `flink list -r` with the killed JobManager's configuration finds it."""
-    ctx.check(f"{label} the job was restored from the latest checkpoint before the kill (Flink's latest.restored.id)",
-              restored_from, cluster, job, new, latest)
-    ctx.check(f"{label} checkpoint ids continue after the restore", checkpoints_continue, ckdir, job, latest)
-    ctx.check(f"{label} flink list -r with the killed JobManager's configuration finds the job (client HA services)",
-              flink_list, cluster.flink, old, job, os.path.join(cluster.dir, "cli-log"))
-
-
 def flink_list(flink, jm, job, log_dir):
     """`flink list -r` with a (killed) JobManager's config.yaml, whose rest.port is dead: only the
     mode's client HA services can lead the CLI to the leader. The line of the running job."""
@@ -110,42 +99,53 @@ def flink_list(flink, jm, job, log_dir):
     return f"rest.port {jm.rest_port} of {jm.name} is dead, the CLI found the leader: '{line[0].strip()}'"
 
 
-def zookeeper_failover(ctx, name, label, conf):
+class ZooKeeperBaseline:
     """Flink's own `high-availability.type: zookeeper` (2 JobManagers, 1 TaskManager, on the run's
-    ZooKeeper), the probe job with checkpoints, the leader SIGKILLed: its checks prefixed with
-    label; the figures {leader_answering_s, job_running_s, load} or None; the cluster stopped."""
-    zk = ctx.zookeeper()
-    ckdir = ctx.path(f"checkpoints-{name}")
-    cluster = ctx.cluster(name, dict({
-        "high-availability.type": "zookeeper",
-        "high-availability.zookeeper.quorum": zk.quorum,
-        "high-availability.zookeeper.path.root": "/flink",
-        "high-availability.cluster-id": f"{name}-{os.urandom(3).hex()}",
-        "high-availability.storageDir": f"file://{ctx.path('ha-' + name)}",
-        "execution.checkpointing.dir": f"file://{ckdir}",
-        "execution.checkpointing.num-retained": "1",
-    }, **conf), jobmanagers=2)
-    leader, _ = start_pair(ctx, cluster, f"{label} Flink's own high-availability.type zookeeper")
-    job = ctx.require(f"{label} the same checkpointed job runs, 2 checkpoints", probe_job, cluster, leader, ckdir)
-    box = []
+    ZooKeeper) with conf over the defaults, the probe job with checkpoints, the leader SIGKILLed:
+    a suite's steps call start, job_runs, kill, restored, then stop; figures() after kill."""
 
-    def kill():
-        box.append(failover(cluster, job, ckdir))
-        _, new, latest, t_leader, t_running, _ = box[0]
+    def __init__(self, ctx, name, conf):
+        zk = ctx.zookeeper()
+        self.ckdir = ctx.path(f"checkpoints-{name}")
+        self.cluster = ctx.cluster(name, dict({
+            "high-availability.type": "zookeeper",
+            "high-availability.zookeeper.quorum": zk.quorum,
+            "high-availability.zookeeper.path.root": "/flink",
+            "high-availability.cluster-id": f"{name}-{os.urandom(3).hex()}",
+            "high-availability.storageDir": f"file://{ctx.path('ha-' + name)}",
+            "execution.checkpointing.dir": f"file://{self.ckdir}",
+            "execution.checkpointing.num-retained": "1",
+        }, **conf), jobmanagers=2)
+        self.leader = self.job = self.result = None
+
+    def start(self, what):
+        self.leader, _, detail = start_pair(self.cluster, what)
+        return detail
+
+    def job_runs(self):
+        self.job = probe_job(self.cluster, self.leader, self.ckdir)
+        return f"job {self.job}"
+
+    def kill(self):
+        self.result = failover(self.cluster, self.job, self.ckdir)
+        _, new, _, t_leader, t_running, _ = self.result
         return f"{new.name} leads {t_leader:.1f}s after the kill, job RUNNING after {t_running:.1f}s"
-    ctx.check(f"{label} SIGKILL of the leader, the standby takes over, the job runs again", kill)
-    if box:
-        ctx.check(f"{label} the job was restored from its latest checkpoint", restored_from, cluster, job, box[0][1],
-                  box[0][2])
-    cluster.stop()
-    if not box:
-        return None
-    negotiated = re.findall(r"negotiated timeout = (\d+)", box[0][0].log_text())
-    granted = line_time(box[0][1], LEADER_LINE)
-    return {"leader_answering_s": round(box[0][3], 1), "job_running_s": round(box[0][4], 1), "load": round(box[0][5], 2),
-            "negotiated_session_timeout_ms": int(negotiated[-1]) if negotiated else None,
-            # the timeline: the standby's resource manager granted leadership (its log), after the kill
-            "granted_s": round(granted - cluster.killed_at, 2) if granted else None}
+
+    def restored(self):
+        return restored_from(self.cluster, self.job, self.result[1], self.result[2])
+
+    def stop(self):
+        self.cluster.stop()
+
+    def figures(self):
+        """{leader_answering_s, job_running_s, load, negotiated_session_timeout_ms, granted_s}."""
+        old, new, _, t_leader, t_running, load = self.result
+        negotiated = re.findall(r"negotiated timeout = (\d+)", old.log_text())
+        granted = line_time(new, LEADER_LINE)
+        return {"leader_answering_s": round(t_leader, 1), "job_running_s": round(t_running, 1), "load": round(load, 2),
+                "negotiated_session_timeout_ms": int(negotiated[-1]) if negotiated else None,
+                # the timeline: the standby's resource manager granted leadership (its log), after the kill
+                "granted_s": round(granted - self.cluster.killed_at, 2) if granted else None}
 
 
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
@@ -224,3 +224,120 @@ def no_fatal(jm):
     bad = jm.fatal_lines()
     expect(not bad, bad[0][:300] if bad else "")
     return f"no fatal error in {jm.name}'s log"
+
+
+# --- jobstore's HA mode: the JobManagers' terms (their logs), the lease (SQL, HA routes) -------------
+# (tests/flink/test_plugin_jobstore.py and tests/patroni/flink_failover.py)
+
+LEADS = re.compile(r"JobManager (\S+) leads cluster (\S+) now: epoch (\d+)")
+GIVES_UP = re.compile(r"JobManager (\S+) gives up the leadership of cluster (\S+) \(epoch (\d+)\): (.*)")
+COMPETES = re.compile(r"Competing for the leadership of cluster (\S+) in jobstore as (\S+) ")
+RECEIVED = re.compile(r"Received task .* \((\w+)_(\w+)_(\d+)_(\d+)\), deploy into slot")
+FREED = re.compile(r"Freeing task resources for .* \((\w+)_(\w+)_(\d+)_(\d+)\)\.")
+
+AUDIT = """
+CREATE TABLE suite_ha_audit (at timestamptz NOT NULL DEFAULT clock_timestamp(), tbl text NOT NULL,
+                             op text NOT NULL, cluster_id text NOT NULL, component text, epoch bigint NOT NULL,
+                             expires_at timestamptz);
+CREATE FUNCTION suite_ha_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO suite_ha_audit (tbl, op, cluster_id, component, epoch, expires_at)
+    VALUES (TG_TABLE_NAME, TG_OP, NEW.cluster_id, to_jsonb(NEW) ->> 'component', NEW.epoch,
+            (to_jsonb(NEW) ->> 'expires_at')::timestamptz);
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER suite_ha_audit AFTER INSERT OR UPDATE ON ha_leases FOR EACH ROW EXECUTE FUNCTION suite_ha_audit();
+CREATE TRIGGER suite_ha_audit AFTER INSERT OR UPDATE ON ha_leader_info FOR EACH ROW EXECUTE FUNCTION suite_ha_audit();
+"""
+
+
+def terms(jm, cid):
+    """The JobManager's terms in this start of it, in order: ("leads" | "gives up", epoch, time, line)."""
+    out = []
+    for line in jm.log_text().splitlines():
+        for kind, rx in (("leads", LEADS), ("gives up", GIVES_UP)):
+            m = rx.search(line)
+            if m and m.group(2) == cid:
+                out.append((kind, int(m.group(3)), log_time(line), line.split(" - ", 1)[-1]))
+    return out
+
+
+def epoch_led(jm, cid):
+    """The epoch this JobManager leads with by its log, 0 when it does not lead."""
+    t = terms(jm, cid)
+    return t[-1][1] if jm.alive() and t and t[-1][0] == "leads" else 0
+
+
+def holder(jm, cid):
+    m = COMPETES.search(jm.log_text())
+    expect(m and m.group(1) == cid, f"{jm.name} did not log that it competes for cluster {cid}")
+    return m.group(2)
+
+
+def task_sets(tm, since):
+    """From the TaskManager's log: the most attempts of one subtask alive at once (received, not
+    yet freed) at or after `since`, and how many attempts were received at or after it."""
+    alive, most, received = {}, 0, 0
+    for line in tm.log_text().splitlines():
+        m = RECEIVED.search(line) or FREED.search(line)
+        if not m:
+            continue
+        attempts = alive.setdefault((m.group(2), m.group(3)), set())
+        attempt = "_".join(m.groups())
+        t = log_time(line) or 0
+        if m.re is RECEIVED:
+            attempts.add(attempt)
+            received += t >= since
+        else:
+            attempts.discard(attempt)
+        if t >= since:
+            most = max(most, max(len(v) for v in alive.values()))
+    return most, received
+
+
+class Js:
+    """Reads the cluster's HA data in jobstore: SQL on the database, the HA routes on a replica."""
+
+    def __init__(self, db, cid, url):
+        self.db, self.cid, self.url = db, cid, url
+
+    def lease(self):
+        """ha_leaders: (holder, epoch, live, acquired_at, expires_at) (times as time.time())."""
+        row = self.db.sql(f"SELECT holder || '|' || epoch || '|' || live::int || '|' || extract(epoch FROM leader_since) "
+                          f"|| '|' || extract(epoch FROM expires_at) FROM ha_leaders WHERE cluster_id = '{self.cid}'")
+        expect(row, f"no row of cluster {self.cid} in ha_leaders")
+        h, e, live, since, until = row.split("|")
+        return h, int(e), live == "1", float(since), float(until)
+
+    def last_lease_write(self):
+        """When (time.time() scale) the cluster's lease row was last written: the audit trigger's
+        record of the latest acquisition or renewal."""
+        return float(self.db.sql(f"SELECT coalesce(extract(epoch FROM max(at)), 0) FROM suite_ha_audit "
+                                 f"WHERE tbl = 'ha_leases' AND cluster_id = '{self.cid}'"))
+
+    def ha(self, path):
+        return get_json(f"{self.url}/v1/clusters/{self.cid}/ha/{path}", timeout=10)
+
+    def checkpoint_ids(self, job):
+        """The ids of the job's checkpoints whose pointers jobstore holds (not marked for deletion)."""
+        return sorted(int(h["name"].rsplit("-", 1)[-1]) for h in self.ha(f"state-handles/checkpoint?job={job}")["state-handles"]
+                      if not h["marked-for-deletion"])
+
+    def latest_held(self, job):
+        """The id of the latest checkpoint held for the job, in SQL (also while jobstore cannot reach
+        the database: the suite's psql goes to it directly)."""
+        name = self.db.sql(f"SELECT max(name) FROM ha_state_handles WHERE cluster_id = '{self.cid}' "
+                           f"AND kind = 'checkpoint' AND job_id = '{job}' AND NOT marked_for_deletion")
+        return int(name.rsplit("-", 1)[-1]) if name else 0
+
+    def job_rows(self, job):
+        """(execution plans, checkpoints, counters, leader information) rows of the job, in SQL."""
+        c, j = self.cid, job
+        row = self.db.sql(
+            f"SELECT (SELECT count(*) FROM ha_state_handles WHERE cluster_id = '{c}' AND kind = 'execution-plan' "
+            f"AND name = '{j}') || '|' || (SELECT count(*) FROM ha_state_handles WHERE cluster_id = '{c}' "
+            f"AND kind = 'checkpoint' AND job_id = '{j}') || '|' || (SELECT count(*) FROM ha_counters "
+            f"WHERE cluster_id = '{c}' AND job_id = '{j}') || '|' || (SELECT count(*) FROM ha_leader_info "
+            f"WHERE cluster_id = '{c}' AND component = '{j}')")
+        return tuple(int(x) for x in row.split("|"))

@@ -1,10 +1,14 @@
-"""The core of the real-Flink suites' harness: checks, teardown scopes, processes, HTTP.
+"""The core of the real-Flink suites' harness (and of the Patroni suite's): teardown scopes,
+processes, HTTP, waiting.
 
 Standard library only. Everything a suite starts is registered in the innermost open `Scope`
 and stopped by its pid when that scope closes (at the end of the suite, also on a failure, an
-exception, Ctrl-C or SIGTERM). Nothing is ever signalled by name.
+exception, Ctrl-C or SIGTERM; conftest.py opens the scopes of the pytest run). Nothing is ever
+signalled by name.
 
-  Checks      "ok - ..." / "not ok - ..." lines, the counts, `check` / `require` / `wait_for`
+  wait_for, expect   poll until true / a condition, Fail(why) otherwise
+  Checks      "ok - ..." / "not ok - ..." lines and the counts, `check` / `require` (the Patroni
+              suite's runner; the real-Flink suites are pytest's steps)
   Scope       teardown stack; `scope()` opens one, `on_teardown(label, fn)` registers in it
   Proc        a process started in its own session: term / kill / pause (SIGSTOP) / resume
   Service     something run as one restartable process: stop / kill / pause / resume
@@ -100,6 +104,7 @@ class Checks:
 
 def wait_for(what, fn, timeout, interval=0.3):
     """Polls fn() until it returns a truthy value, which it returns; Fail after timeout s."""
+    __tracebackhide__ = True  # pytest shows the step's line, not this one
     deadline = time.time() + timeout
     last = None
     while True:
@@ -119,6 +124,7 @@ def wait_for(what, fn, timeout, interval=0.3):
 
 def expect(cond, why):
     """Raises Fail(why) unless cond."""
+    __tracebackhide__ = True
     if not cond:
         raise Fail(why)
     return True

@@ -2,7 +2,10 @@
 """Records what a real Flink 2.3.0 answers and what its CLI sends, for the savepoint lifecycle.
 
 Usage: python3 tests/flink/record_lifecycle_rest.py OUTDIR
-       (the recordings of the repository live in tests/data/flink-2.3.0/lifecycle/)
+       (the recordings of the repository live in tests/data/flink-2.3.0/lifecycle/; a maintainer's
+       tool, run by hand, not by CI: about 7 minutes. A new recording differs from the last in
+       ids, ports, times, and in which first polls caught an operation IN_PROGRESS; compare it
+       with the folder before replacing any file)
 
 Starts its own Flink session cluster (JobManager + TaskManager on 127.0.0.1, free ports, a scratch
 folder) with the real-Flink suites' harness (flink.py: the Flink of scripts/flink/install.sh, the
@@ -29,7 +32,7 @@ would not give back the same bytes). Stack traces longer than 20 000 characters 
 file then says "cut": true); serialized-throwable is never cut.
 
 Everything started here is stopped by its pid (the harness's scope), also when the script fails
-or is interrupted. Needs Java 17, curl, and Flink 2.3.0 from scripts/flink/install.sh
+or is interrupted. Needs Java 17 and Flink 2.3.0 from scripts/flink/install.sh
 (JOBSTORE_FLINK_CACHE for install.sh).
 Env: KEEP_SCRATCH=1 keeps the scratch folder.
 """
@@ -51,6 +54,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402 - the real-Flink suites' harness, beside this file
+import services  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -239,12 +243,7 @@ class Proxy:
         self.t0 = time.time()
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(services.QuietHandler):
             def read_body(self):
                 if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
                     chunks = []
@@ -405,7 +404,7 @@ class Session:
     def start(self):
         import flink
         self.started = True
-        self.flink = flink.Flink(self.scratch)
+        self.flink = flink.Flink()
         self.flink_home = self.flink.home
         self.env["FLINK_HOME"] = self.flink_home
         self.flink.probe_jar()

@@ -231,6 +231,15 @@ class TcpProxy:
         self.drop()
 
 
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """An HTTP/1.1 request handler that logs nothing (the base of the suites' HTTP proxies)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+
 class HttpRecorder:
     """An HTTP/1.1 pass-through proxy on a free 127.0.0.1 port in front of `upstream` (a base URL
     such as a jobstore replica's) that records every request it forwards, as a dict: t (time.time()
@@ -251,12 +260,7 @@ class HttpRecorder:
         self._conns = set()
         recorder = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def setup(self):
                 super().setup()
                 with recorder._lock:

@@ -1,6 +1,6 @@
 """A running Flink job through failovers of jobstore's PostgreSQL (the `flink` scenario).
 
-The plugin's `jobstore.ha.mode: jobstore` (no ZooKeeper) as in tests/flink/plugin_jobstore.py
+The plugin's `jobstore.ha.mode: jobstore` (no ZooKeeper) as in tests/flink/test_plugin_jobstore.py
 (two JobManagers, one TaskManager, lease 15 s / renew 5 s, the checkpointed probe job), but
 jobstore's database is the Patroni cluster, reached through HAProxy, and the outages are real
 PostgreSQL failovers:
@@ -14,28 +14,19 @@ PostgreSQL failovers:
          is restored from the latest checkpoint jobstore held. The lost node is started again
          and rejoins as a standby.
 
-Reuses the real-Flink suites' machinery (tests/flink: run.py's Context, flink.py, ha.py and
-plugin_jobstore.py's log readers). Needs Java 17 and the Flink cache (scripts/flink/install.sh).
+Reuses the real-Flink suites' machinery (tests/flink: context.py's Shared and Context, flink.py,
+and ha.py with its readers of jobstore's HA mode). Needs Java 17 and the Flink cache
+(scripts/flink/install.sh).
 """
-import importlib.util
 import os
 import time
 
+import ha
 from cluster import psql
-from harness import REPO, expect, log, random_hex, wait_for
+from context import Context, Shared
+from harness import expect, log, random_hex, wait_for
 
 LEASE, RENEW = 15, 5
-
-
-def flink_context(checks, scratch):
-    """tests/flink/run.py's Shared and Context (loaded under another name: this folder has its own
-    run.py), for one suite named `flink` whose scratch folder is under ours."""
-    spec = importlib.util.spec_from_file_location("flink_run", os.path.join(REPO, "tests", "flink", "run.py"))
-    flink_run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(flink_run)
-    import harness
-    shared = flink_run.Shared(scratch, checks, harness._SCOPES[-1])
-    return flink_run.Context(shared, "flink")
 
 
 class Db:
@@ -49,19 +40,19 @@ class Db:
 
 
 def run(env, label):
-    import plugin_jobstore as pj
-    from ha import checkpoints_continue, latest_checkpoint, probe_job, restored_from, start_pair
+    from ha import checkpoints_continue, probe_job, restored_from, start_pair
     from flink import PLUGIN_FACTORY
 
     c, ck = env.cluster, env.checks
-    ctx = flink_context(ck, os.path.join(env.folder, "flink-scratch"))
+    # the suites' Context for one suite named `flink` whose scratch folder is under ours
+    ctx = Context(Shared(os.path.join(env.folder, "flink-scratch")), "flink")
     flink = ctx.flink()
     ck.require(f"{label}: the plugin and the probe job built", lambda: flink.plugin_jar() and flink.probe_jar()
                and os.path.basename(flink.plugin_jar()))
     dbname = env.database("flink")
     js = env.jobstore("flink-jobstore", c.url(dbname))
     db = Db(c.port, dbname)
-    db.sql(pj.AUDIT)
+    db.sql(ha.AUDIT)
     cid = f"patroni-{random_hex(3)}"
     ckdir = ctx.path("checkpoints")
     conf = {
@@ -80,10 +71,14 @@ def run(env, label):
         "execution.checkpointing.tolerable-failed-checkpoints": "1000",
     }
     fc = ctx.cluster("jobstore", conf, jobmanagers=2, extra_jars=[flink.plugin_jar()])
-    leader, standby = start_pair(ctx, fc, f"{label}: Flink on jobstore on Patroni, lease {LEASE} s / {RENEW} s")
+    what = f"{label}: Flink on jobstore on Patroni, lease {LEASE} s / {RENEW} s"
+    pair = []
+    ck.require(f"{what}: 2 JobManagers and 1 TaskManager up, one leads",
+               lambda: pair.extend(start_pair(fc, what)) or pair[2])
+    leader, standby, _ = pair
     job = ck.require(f"{label}: the checkpointed probe job runs", probe_job, fc, leader, ckdir)
-    jsr = pj.Js(db, cid, js.url)
-    epoch = wait_for("the leader's epoch", lambda: pj.epoch_led(leader, cid), 30)
+    jsr = ha.Js(db, cid, js.url)
+    epoch = wait_for("the leader's epoch", lambda: ha.epoch_led(leader, cid), 30)
     figures = {}
 
     # short: the postmaster SIGKILLed, Patroni fails over within the lease -----------------------
@@ -101,10 +96,10 @@ def run(env, label):
         nxt = wait_for("jobstore holds a newer checkpoint", lambda: (
             lambda h: h if h > held_before else None)(jsr.latest_held(job)), 60, 0.2)
         h, e, live, _, _ = jsr.lease()
-        expect(pj.epoch_led(leader, cid) == epoch == e and live and h == pj.holder(leader, cid),
-               f"lease {h} epoch {e} live {live}; {leader.name}: {pj.terms(leader, cid)[-1:]}")
-        expect(not pj.epoch_led(standby, cid), f"{standby.name} leads")
-        _, received = pj.task_sets(fc.tm, t_before)
+        expect(ha.epoch_led(leader, cid) == epoch == e and live and h == ha.holder(leader, cid),
+               f"lease {h} epoch {e} live {live}; {leader.name}: {ha.terms(leader, cid)[-1:]}")
+        expect(not ha.epoch_led(standby, cid), f"{standby.name} leads")
+        _, received = ha.task_sets(fc.tm, t_before)
         expect(received == 0, f"{received} task(s) deployed since the kill")
         figures["short"] = {"primary_after_kill_s": round(t_new, 1), "renewed_after_kill_s": round(after - t_before, 1)}
         return (f"{new.name} primary {t_new:.1f} s after the kill; the lease renewed {after - t_before:.1f} s after it, "
@@ -125,7 +120,7 @@ def run(env, label):
         old.proc.kill()  # Patroni first, or it would fail over at once
         old.kill_postmaster()
         log(f"{label}: node {old.name} lost (Patroni and postmaster SIGKILLed)")
-        gave = wait_for("the leader gives up", lambda: [x for x in pj.terms(leader, cid) if x[0] == "gives up"
+        gave = wait_for("the leader gives up", lambda: [x for x in ha.terms(leader, cid) if x[0] == "gives up"
                                                         and x[1] == epoch], LEASE + 30, 0.2)[0]
         new = c.wait_new_primary(old, 90)
         t_new = time.time() - t0
@@ -144,7 +139,7 @@ def run(env, label):
 
     def regained():
         got = wait_for("a JobManager leads with a new epoch", lambda: [
-            (j, pj.epoch_led(j, cid)) for j in fc.jms if pj.epoch_led(j, cid) > epoch], LEASE + 60, 0.2)[0]
+            (j, ha.epoch_led(j, cid)) for j in fc.jms if ha.epoch_led(j, cid) > epoch], LEASE + 60, 0.2)[0]
         box["leader"] = got[0]
         wait_for("job RUNNING again", lambda: fc.job_running(job, got[0]), 120, 0.5)
         figures["long"]["running_again_after_loss_s"] = round(time.time() - box["t0"], 1)

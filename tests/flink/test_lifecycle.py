@@ -14,6 +14,8 @@ import json
 import os
 import re
 
+import pytest
+
 from harness import Fail, Proc, expect, free_port, http, log, snippet, wait_for
 
 SAVED = re.compile(r"Savepoint completed\. Path: (\S+)")
@@ -37,6 +39,7 @@ class Suite:
         self.listen_port = listen_port
         self.jobs = []
         self.cli_runs = 0
+        self.cli_savepoint = None
 
     # --- jobstore ---
 
@@ -226,39 +229,93 @@ def chk_cli_stop(s, job, folder):
     return f"{m.group(1)}, job FINISHED, the latest savepoint"
 
 
-def run(ctx):
+# --- the steps -------------------------------------------------------------------------------------
+
+NAMES = {"a": "jobstore-lifecycle-a", "b": "jobstore-lifecycle-b"}
+jobs = pytest.mark.parametrize("job", list(NAMES))
+
+
+@pytest.mark.required
+def test_flink_cluster_starts(ctx, s):
+    s.cluster, s.sp_dir, detail = ctx.session_cluster({"execution.checkpointing.dir": f"file://{ctx.path('checkpoints')}"})
+    return detail
+
+
+@pytest.mark.required
+def test_jobstore_serve_starts(ctx, s):
+    """PostgreSQL, --cluster-listen elsewhere=..."""
     db = ctx.postgres.create_database("jobstore_lifecycle")
-    cluster, sp_dir = ctx.session_cluster({"execution.checkpointing.dir": f"file://{ctx.path('checkpoints')}"})
     listen_port = free_port()
     store = ctx.jobstore("jobstore", db.url(), [
-        "--cluster-id", "default", "--flink-rest-url", cluster.rest, "--savepoint-dir", f"file://{sp_dir}",
+        "--cluster-id", "default", "--flink-rest-url", s.cluster.rest, "--savepoint-dir", f"file://{s.sp_dir}",
         "--poll-interval", "200ms", "--retry-backoff", "1s", "--cluster-listen", f"elsewhere=127.0.0.1:{listen_port}"])
-    ctx.require("jobstore serve starts (PostgreSQL, --cluster-listen elsewhere=...)", store.start)
-    s = Suite(ctx, cluster, store, listen_port)
-    ctx.require("cluster elsewhere: a path of Flink's REST server that is not its root",
-                lambda: s.api("PUT", "/v1/clusters/elsewhere", {"flink-rest-url": cluster.rest + "/no-such-root",
-                                                                "savepoint-directory": f"file://{sp_dir}"})
-                and "configured")
-    names = ["jobstore-lifecycle-a", "jobstore-lifecycle-b"]
-    s.jobs = ctx.require("two unbounded jobs RUNNING", lambda: [
-        cluster.submit(0, 20, name, 100) for name in names])
-    for job in s.jobs:
-        ctx.require(f"job {job} RUNNING", lambda job=job: cluster.wait_job(job, "RUNNING", 120) and job)
+    s.lc = Suite(ctx, s.cluster, store, listen_port)
+    return store.start()
 
-    ctx.check("flink savepoint -m <jobstore> JOB DIR: exit 0, prints the path, _metadata on disk, jobstore lists it",
-              chk_cli_savepoint, s, s.jobs[0], ctx.path("sp-cli"))
-    ctx.check("flink savepoint -m <--cluster-listen of a cluster whose Flink answers 404>: exit 1, the CLI "
-              "prints jobstore's own failure (FlinkRequestRejectedException) from its serialized-throwable",
-              chk_cli_failure, s, s.jobs[0])
-    ctx.check("flink savepoint -m <jobstore> -d PATH: exit 0, 'disposed', the folder gone, the savepoint marked disposed",
-              chk_cli_dispose, s)
-    ctx.check("POST /v1/jobs/JOB/checkpoints FULL through jobstore: COMPLETED with the checkpoint id Flink reports",
-              chk_checkpoint, s, s.jobs[0])
-    ctx.check("a 3 s savepoint schedule: savepoints of both running jobs, one per due time, on disk", chk_schedule, s)
-    ctx.check("retention max-count 2: older savepoints disposed of through Flink (folders gone), the 2 newest kept",
-              chk_retention, s)
-    for job, name in zip(s.jobs, names):
-        ctx.check(f"latest-savepoint of {name} (by job and by name) is its newest savepoint, on disk",
-                  chk_latest, s, job, name)
-    ctx.check("flink stop -m <jobstore> --savepointPath DIR JOB: exit 0, the path on disk, the job FINISHED, "
-              "latest-savepoint names it", chk_cli_stop, s, s.jobs[1], ctx.path("sp-stop"))
+
+@pytest.mark.required
+def test_cluster_elsewhere_configured(s):
+    """Cluster elsewhere: a path of Flink's REST server that is not its root."""
+    s.lc.api("PUT", "/v1/clusters/elsewhere", {"flink-rest-url": s.cluster.rest + "/no-such-root",
+                                               "savepoint-directory": f"file://{s.sp_dir}"})
+
+
+@pytest.mark.required
+def test_two_unbounded_jobs_submitted(s):
+    s.lc.jobs = [s.cluster.submit(0, 20, name, 100) for name in NAMES.values()]
+    s.job = dict(zip(NAMES, s.lc.jobs))
+    return " ".join(s.lc.jobs)
+
+
+@jobs
+@pytest.mark.required
+def test_job_running(s, job):
+    s.cluster.wait_job(s.job[job], "RUNNING", 120)
+    return s.job[job]
+
+
+def test_cli_savepoint(ctx, s):
+    """flink savepoint -m <jobstore> JOB DIR: exit 0, prints the path, _metadata on disk,
+    jobstore lists it."""
+    return chk_cli_savepoint(s.lc, s.job["a"], ctx.path("sp-cli"))
+
+
+def test_cli_savepoint_on_cluster_whose_flink_answers_404(s):
+    """flink savepoint -m <--cluster-listen of a cluster whose Flink answers 404>: exit 1, the CLI
+    prints jobstore's own failure (FlinkRequestRejectedException) from its serialized-throwable."""
+    return chk_cli_failure(s.lc, s.job["a"])
+
+
+def test_cli_dispose(s):
+    """flink savepoint -m <jobstore> -d PATH: exit 0, 'disposed', the folder gone, the savepoint
+    marked disposed."""
+    return chk_cli_dispose(s.lc)
+
+
+def test_checkpoint_through_jobstore(s):
+    """POST /v1/jobs/JOB/checkpoints FULL through jobstore: COMPLETED with the checkpoint id Flink
+    reports."""
+    return chk_checkpoint(s.lc, s.job["a"])
+
+
+def test_schedule(s):
+    """A 3 s savepoint schedule: savepoints of both running jobs, one per due time, on disk."""
+    return chk_schedule(s.lc)
+
+
+def test_retention(s):
+    """Retention max-count 2: older savepoints disposed of through Flink (folders gone), the 2
+    newest kept."""
+    return chk_retention(s.lc)
+
+
+@jobs
+def test_latest_savepoint(s, job):
+    """latest-savepoint of the job (by job and by name) is its newest savepoint, on disk."""
+    return chk_latest(s.lc, s.job[job], NAMES[job])
+
+
+def test_cli_stop(ctx, s):
+    """flink stop -m <jobstore> --savepointPath DIR JOB: exit 0, the path on disk, the job
+    FINISHED, latest-savepoint names it."""
+    return chk_cli_stop(s.lc, s.job["b"], ctx.path("sp-stop"))

@@ -6,14 +6,18 @@ or failure-cause verbatim, and keeps answering after a jobstore restart and afte
 operation (JobManager restart). Every check runs on PostgreSQL and on SQLite, against one Flink
 cluster (one JobManager, one TaskManager, no default savepoint directory) and one unbounded job
 per backend (20 records/s, snapshotState sleeps 1 s so that an operation is IN_PROGRESS long
-enough to be seen).
+enough to be seen). The steps of the two backends alternate (the [postgres] and the [sqlite]
+step of each check); before the JobManager restart PostgreSQL's jobstore is stopped (it starts
+again after it) and SQLite's keeps running.
 """
 import json
 import os
 import re
 import time
 
-from harness import Abort, Fail, expect, http, log, random_hex, snippet
+import pytest
+
+from harness import Fail, expect, http, log, random_hex, snippet
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 
@@ -225,78 +229,131 @@ def chk_flink_forgot(b):
     return b.same_answers()
 
 
-# --- phases --------------------------------------------------------------------------------------
+# --- the steps -------------------------------------------------------------------------------------
 
-def phase(ctx, b, cluster):
-    """The checks of one backend, up to the jobstore restart; leaves jobstore running. A failed
-    start stops this backend's phase only."""
-    try:
-        phase_checks(ctx, b, cluster)
-    except Abort as e:
-        log(f"{b.label}: stopped after a failed step: {e}")
+BACKENDS = ["postgres", "sqlite"]
+backends = pytest.mark.parametrize("backend", BACKENDS)
 
 
-def phase_checks(ctx, b, cluster):
-    t0 = time.time()
-    log(f"=== {b.label}: jobstore on {re.sub(r'//[^@/]*@', '//***@', b.jobstore.database_url)}, Flink job {b.job}")
-    L = f"[{b.label}]"
-    ctx.require(f"{L} jobstore serve starts", b.jobstore.start)
-    ctx.require(f"{L} Flink job RUNNING", lambda: cluster.wait_job(b.job, "RUNNING", 120) and f"job {b.job}")
-    ctx.check(f"{L} savepoint {{}} through jobstore: IN_PROGRESS then COMPLETED, location from --savepoint-dir with "
-              "_metadata on disk, Flink knows the request-id", chk_savepoint, b, {}, None)
-    trig = random_hex(16)
-    ctx.check(f'{L} savepoint {{"triggerId"}} through jobstore: request-id = triggerId, IN_PROGRESS then COMPLETED, '
-              "_metadata on disk, Flink knows the triggerId", chk_savepoint, b, {"triggerId": trig}, trig)
-    ctx.check(f'{L} stop-with-savepoint {{"drain": false}} through jobstore: COMPLETED with a location on disk, '
-              "Flink job FINISHED", chk_stop, b, cluster)
-    ctx.check(f"{L} savepoint of the FINISHED job: COMPLETED with Flink's FlinkJobNotFoundException failure-cause, "
-              "equal to Flink's JSON", chk_finished_job, b)
-    ctx.check(f"{L} GET /v1/clusters/default/savepoint-operations lists them: SAVEPOINT / STOP_WITH_SAVEPOINT, COMPLETED",
-              chk_listing, b)
-    ctx.check(f"{L} after a jobstore restart (SIGTERM, same database) every operation answers the same", chk_restart, b)
-    log(f"=== {b.label}: {time.time() - t0:.0f}s")
+@pytest.mark.required
+def test_flink_cluster_starts(ctx, s):
+    """The probe job built, a Flink cluster of one JobManager and one TaskManager."""
+    s.cluster, s.sp_dir, detail = ctx.session_cluster()
+    return detail
 
 
-def after_flink_forgot(ctx, b):
-    """jobstore (started if needed) after the JobManager restart."""
-    try:
-        forgot_checks(ctx, b)
-    except Abort as e:
-        log(f"{b.label}: stopped after a failed step: {e}")
+@pytest.mark.required
+def test_no_default_savepoint_dir(s):
+    """This suite needs Flink without a default savepoint directory."""
+    expect(not re.search(r"savepoint-dir|state\.savepoints\.dir", s.cluster.config_text()),
+           "execution.checkpointing.savepoint-dir is configured")
 
 
-def forgot_checks(ctx, b):
-    L = f"[{b.label}]"
-    ctx.require(f"{L} operations were created before the JobManager restart",
-                lambda: expect(b.ops, "no operations were created in this backend's phase") and f"{len(b.ops)} operations")
-    if not b.jobstore.alive():
-        ctx.require(f"{L} jobstore serve starts (after the JobManager restart)", b.jobstore.start)
-    ctx.check(f"{L} after Flink forgot the operations (JobManager restart: Flink 404): jobstore still COMPLETED, "
-              "same location / failure-cause", chk_flink_forgot, b)
-    ctx.check(f"{L} listing still shows every operation COMPLETED after Flink forgot them", chk_listing, b)
-
-
-def run(ctx):
+@pytest.mark.required
+def test_one_unbounded_job_per_backend_submitted(ctx, s):
+    """20 records/s, snapshotState sleeps 1 s; a jobstore (not started yet) per backend."""
+    jobs = [s.cluster.submit(0, 20, f"jobstore-sp-{label}", 1000) for label in BACKENDS]
     db = ctx.postgres.create_database("jobstore_flink")
-    cluster, sp_dir = ctx.session_cluster()
-    ctx.require("the Flink cluster has no default savepoint directory (this suite needs it unset)",
-                lambda: expect(not re.search(r"savepoint-dir|state\.savepoints\.dir", cluster.config_text()),
-                               "execution.checkpointing.savepoint-dir is configured"))
-    # one unbounded job per backend (20 records/s, snapshotState sleeps 1 s), submitted up front
-    jobs = ctx.require("one unbounded job per backend submitted", lambda: [
-        cluster.submit(0, 20, f"jobstore-sp-{label}", 1000) for label in ("postgres", "sqlite")])
-    pg = Backend(ctx, "postgres", db.url(), jobs[0], cluster.rest, sp_dir)
-    sqlite = Backend(ctx, "sqlite", f"sqlite://{ctx.path('jobstore.db')}", jobs[1], cluster.rest, sp_dir)
+    urls = [db.url(), f"sqlite://{ctx.path('jobstore.db')}"]
+    s.backends = {label: Backend(ctx, label, url, job, s.cluster.rest, s.sp_dir)
+                  for label, url, job in zip(BACKENDS, urls, jobs)}
+    return " ".join(jobs)
 
-    phase(ctx, pg, cluster)
-    pg.jobstore.stop()
-    phase(ctx, sqlite, cluster)  # its jobstore keeps running through the JobManager restart
 
-    # Flink forgets every operation: its JobManager keeps them in memory only.
+@backends
+@pytest.mark.required
+def test_jobstore_serve_starts(s, backend):
+    b = s.backends[backend]
+    log(f"=== {backend}: jobstore on {re.sub(r'//[^@/]*@', '//***@', b.jobstore.database_url)}, Flink job {b.job}")
+    return b.jobstore.start()
+
+
+@backends
+@pytest.mark.required
+def test_flink_job_running(s, backend):
+    b = s.backends[backend]
+    s.cluster.wait_job(b.job, "RUNNING", 120)
+    return f"job {b.job}"
+
+
+@backends
+def test_savepoint_through_jobstore(s, backend):
+    """savepoint {} through jobstore: IN_PROGRESS then COMPLETED, location from --savepoint-dir
+    with _metadata on disk, Flink knows the request-id."""
+    return chk_savepoint(s.backends[backend], {}, None)
+
+
+@backends
+def test_savepoint_with_trigger_id(s, backend):
+    """savepoint {"triggerId"} through jobstore: request-id = triggerId, IN_PROGRESS then
+    COMPLETED, _metadata on disk, Flink knows the triggerId."""
+    trig = random_hex(16)
+    return chk_savepoint(s.backends[backend], {"triggerId": trig}, trig)
+
+
+@backends
+def test_stop_with_savepoint(s, backend):
+    """stop-with-savepoint {"drain": false} through jobstore: COMPLETED with a location on disk,
+    Flink job FINISHED."""
+    return chk_stop(s.backends[backend], s.cluster)
+
+
+@backends
+def test_savepoint_of_finished_job_has_flinks_failure_cause(s, backend):
+    """savepoint of the FINISHED job: COMPLETED with Flink's FlinkJobNotFoundException
+    failure-cause, equal to Flink's JSON."""
+    return chk_finished_job(s.backends[backend])
+
+
+@backends
+def test_listing_shows_operations(s, backend):
+    """GET /v1/clusters/default/savepoint-operations lists them: SAVEPOINT / STOP_WITH_SAVEPOINT,
+    COMPLETED."""
+    return chk_listing(s.backends[backend])
+
+
+@backends
+def test_same_answers_after_jobstore_restart(s, backend):
+    """After a jobstore restart (SIGTERM, same database) every operation answers the same."""
+    return chk_restart(s.backends[backend])
+
+
+@pytest.mark.required
+def test_jobmanager_restarted(s):
+    """Flink forgets every operation (its JobManager keeps them in memory only): SIGTERM, start
+    on the same ports, the TaskManager registered again. PostgreSQL's jobstore is stopped
+    meanwhile, SQLite's keeps running."""
+    s.backends["postgres"].jobstore.stop()
     t0 = time.time()
-    ctx.require("Flink's JobManager restarted (SIGTERM, same ports), the TaskManager registered again",
-                lambda: cluster.restart_jobmanager(cluster.jms[0]) or f"in {time.time() - t0:.0f}s")
-    after_flink_forgot(ctx, sqlite)
-    sqlite.jobstore.stop()
-    after_flink_forgot(ctx, pg)
-    pg.jobstore.stop()
+    s.cluster.restart_jobmanager(s.cluster.jms[0])
+    return f"in {time.time() - t0:.0f} s"
+
+
+@backends
+@pytest.mark.required
+def test_operations_created_before_jobmanager_restart(s, backend):
+    b = s.backends[backend]
+    expect(b.ops, "no operations were created in this backend's phase")
+    return f"{len(b.ops)} operations"
+
+
+@backends
+@pytest.mark.required
+def test_jobstore_serves_after_jobmanager_restart(s, backend):
+    """PostgreSQL's jobstore starts again, SQLite's ran through the restart."""
+    b = s.backends[backend]
+    if b.jobstore.alive():
+        return f"running since before the restart (pid {b.jobstore.proc.pid})"
+    return b.jobstore.start()
+
+
+@backends
+def test_still_completed_after_flink_forgot(s, backend):
+    """After Flink forgot the operations (JobManager restart: Flink 404): jobstore still
+    COMPLETED, same location / failure-cause."""
+    return chk_flink_forgot(s.backends[backend])
+
+
+@backends
+def test_listing_still_shows_every_operation(s, backend):
+    return chk_listing(s.backends[backend])
