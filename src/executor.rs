@@ -20,14 +20,14 @@ use crate::metrics::{ExecutorState, Metrics};
 use crate::result_file::ResultKind;
 use crate::schedules;
 use crate::store::{
-    Attempt, Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Progress,
-    Store, StoreError, Trigger,
+    Attempt, Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Owner,
+    Progress, Store, StoreError, Trigger,
 };
 
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
     /// This process's name in `lease_owner`.
-    pub owner: String,
+    pub owner: Owner,
     /// Pause between status polls of one operation, and between claims when idle.
     pub poll_interval: Duration,
     /// How long a claim holds an operation without renewal.
@@ -673,11 +673,11 @@ fn disposal_outcome(op: &Operation, asked_before: bool, outcome: Outcome) -> Out
 }
 
 /// A random name for one serve process, as lease owner.
-pub fn owner_name() -> String {
+pub fn owner_name() -> Owner {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "jobstore".into());
-    format!(
+    Owner::from(format!(
         "{host}/{}/{}",
         std::process::id(),
         &crate::ids::TriggerId::random().to_string()[..8]
-    )
+    ))
 }

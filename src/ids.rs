@@ -217,6 +217,7 @@ macro_rules! checked_text {
         }
     };
 }
+pub(crate) use checked_text;
 
 /// Flink's `high-availability.cluster-id`: entries of different clusters never meet.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -3,7 +3,8 @@
 //!
 //! - `ids`, `result_file`: identifiers and Flink's result-store file (the envelope), used
 //!   by everything;
-//! - `store`: the storage trait, its SQL, both backends and the migrations;
+//! - `store`: the storage traits (one per domain, `Store` all of them), their SQL, both
+//!   backends and the migrations;
 //! - `http`: routes, extractors, the one error mapping, OpenAPI; `http_server`: the server
 //!   loop (connections, deadlines, graceful shutdown);
 //! - `executor` (driving savepoints on Flink through the store), `schedules` (the lifecycle

@@ -26,8 +26,8 @@ use super::results::time;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId};
 use crate::store::{
-    Epoch, Fence, HaKind, HandlePage, HandleVersion, LeaderInfo, LeaseView, MAX_HANDLE_BYTES,
-    StateHandle, StateHandleKey, Store, StoreError,
+    CheckpointId, Component, Epoch, Fence, HaKind, HandlePage, HandleVersion, Holder, Leader,
+    LeaderInfo, LeaseView, MAX_HANDLE_BYTES, StateHandle, StateHandleKey, Store, StoreError,
 };
 
 /// Most handle bytes one page of a state-handle listing holds (beyond its first handle).
@@ -106,9 +106,9 @@ impl ComponentPath {
         parse_cluster(&self.cluster)
     }
 
-    fn component(&self) -> ApiResult<&str> {
+    fn component(&self) -> ApiResult<Component> {
         text("component", &self.component, 256)?;
-        Ok(&self.component)
+        Ok(Component::from(self.component.as_str()))
     }
 }
 
@@ -374,7 +374,8 @@ async fn acquire(
     let duration = lease_duration(b.duration_ms)?;
     let mut left = None;
     for _ in 0..ACQUIRE_TRIES {
-        if let Some(l) = state.store.acquire_lease(&c, &b.holder, duration).await? {
+        let holder = Holder::from(b.holder.as_str());
+        if let Some(l) = state.store.acquire_lease(&c, &holder, duration).await? {
             let acquired = Acquired {
                 epoch: l.epoch,
                 lease_id: l.lease_id,
@@ -417,7 +418,7 @@ async fn renew(
     let duration = lease_duration(b.duration_ms)?;
     if state
         .store
-        .renew_lease(&c, &b.holder, fence, duration)
+        .renew_lease(&c, &Holder::from(b.holder), fence, duration)
         .await?
     {
         Ok(Json(Renewed { epoch: b.epoch }))
@@ -433,7 +434,8 @@ async fn release(
     let c = path.cluster()?;
     let b: ReleaseBody = body(v)?;
     let fence = holder_fence(&b.holder, b.epoch, &b.lease_id)?;
-    let released = state.store.release_lease(&c, &b.holder, fence).await?;
+    let holder = Holder::from(b.holder);
+    let released = state.store.release_lease(&c, &holder, fence).await?;
     Ok(Json(Released { released }))
 }
 
@@ -573,7 +575,15 @@ async fn publish_leader_info(
     text("session-id", &b.session_id, 256)?;
     let info = state
         .store
-        .publish_leader_info(&c, fence, component, &b.address, &b.session_id)
+        .publish_leader_info(
+            &c,
+            fence,
+            &component,
+            Leader {
+                address: &b.address,
+                session_id: &b.session_id,
+            },
+        )
         .await
         .map_err(ApiError::from)?;
     Ok(Json(LeaderInfoAnswer::from(&info)).into_response())
@@ -584,7 +594,7 @@ async fn get_leader_info(
 ) -> ApiResult<Response> {
     let c = path.cluster()?;
     let component = path.component()?;
-    match state.store.get_leader_info(&c, component).await? {
+    match state.store.get_leader_info(&c, &component).await? {
         Some(i) => Ok(Json(LeaderInfoAnswer::from(&i)).into_response()),
         None => Err(ApiError::NotFound(format!(
             "no leader information for {component}"
@@ -677,7 +687,7 @@ async fn delete_leader_info(
     let b: FenceBody = body(v)?;
     state
         .store
-        .delete_leader_info(&c, b.fence()?, component)
+        .delete_leader_info(&c, b.fence()?, &component)
         .await
         .map_err(ApiError::from)?;
     Ok(no_content())
@@ -903,7 +913,7 @@ async fn increment_counter(
         .counter_get_and_increment(&c, b.fence()?, job)
         .await
         .map_err(ApiError::from)?;
-    Ok(Json(Counter { value }))
+    Ok(Json(Counter { value: value.0 }))
 }
 
 async fn get_counter(
@@ -912,7 +922,7 @@ async fn get_counter(
     let c = parse_cluster(&path.cluster)?;
     let job = parse_hex("job id", &path.jobid)?;
     match state.store.counter_get(&c, job).await? {
-        Some(value) => Ok(Json(Counter { value })),
+        Some(value) => Ok(Json(Counter { value: value.0 })),
         None => Err(ApiError::NotFound(format!("no counter for job {job}"))),
     }
 }
@@ -925,7 +935,7 @@ async fn set_counter(
     let value = positive("value", b.value)?;
     state
         .store
-        .counter_set(&c, fence, job, value)
+        .counter_set(&c, fence, job, CheckpointId(value))
         .await
         .map_err(ApiError::from)?;
     Ok(Json(Counter { value }))

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId, sql_text};
+use super::db::{int_args, str_args};
+use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId, checked_text, sql_text, text_eq};
 use crate::result_file::{ResultId, ResultKind};
 
 /// Defines an enum the schema keeps as text (its CHECK lists the same strings): `as_str`,
@@ -51,6 +52,89 @@ macro_rules! text_enum {
         }
 
         sql_text!($name);
+        str_args!($name);
+    };
+}
+
+/// Defines a number that means something (an epoch, a version, an attempt): its database
+/// encoding (the number's), its JSON (the number), `Display`, comparisons with the bare
+/// number, and its binding as a statement parameter.
+macro_rules! number {
+    ($(#[$doc:meta])* $name:ident($int:ty)) => {
+        $(#[$doc])*
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            PartialOrd,
+            Ord,
+            Hash,
+            sqlx::Type,
+            serde::Serialize,
+            serde::Deserialize,
+        )]
+        #[sqlx(transparent)]
+        #[serde(transparent)]
+        pub struct $name(pub $int);
+
+        impl PartialEq<$int> for $name {
+            fn eq(&self, other: &$int) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialOrd<$int> for $name {
+            fn partial_cmp(&self, other: &$int) -> Option<std::cmp::Ordering> {
+                self.0.partial_cmp(other)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        int_args!($name => |v| i64::from(v.0));
+    };
+}
+
+/// Defines a name the store keeps as text as it was given (a leader-information component,
+/// a lease holder, an executor): `as_str`, `Display`, `Debug`, its JSON (the text), the
+/// database encoding, comparisons with text, and its binding as a statement parameter. The
+/// HTTP layer checks its bounds.
+macro_rules! name {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl From<&str> for $name {
+            fn from(text: &str) -> Self {
+                $name(text.to_owned())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(text: String) -> Self {
+                $name(text)
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        checked_text!($name);
+        text_eq!($name);
+        sql_text!($name, |text: &str| Ok::<_, String>($name::from(text)));
+        str_args!($name);
     };
 }
 
@@ -62,30 +146,17 @@ text_enum!(
     }
 );
 
-/// Which claim of an operation by an executor this is: raised at every claim (0 before the
-/// first), and named by every later write of that claim, so that a stale executor's write
-/// lands nowhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, sqlx::Type)]
-#[sqlx(transparent)]
-pub struct Attempt(pub i32);
+number!(
+    /// Which claim of an operation by an executor this is: raised at every claim (0 before the
+    /// first), and named by every later write of that claim, so that a stale executor's write
+    /// lands nowhere.
+    Attempt(i32)
+);
 
-impl PartialEq<i32> for Attempt {
-    fn eq(&self, other: &i32) -> bool {
-        self.0 == *other
-    }
-}
-
-impl PartialOrd<i32> for Attempt {
-    fn partial_cmp(&self, other: &i32) -> Option<std::cmp::Ordering> {
-        self.0.partial_cmp(other)
-    }
-}
-
-impl fmt::Display for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+name!(
+    /// Who holds an operation's lease: a serve process's executor (`lease_owner`).
+    Owner
+);
 
 // ---- Result stores ---------------------------------------------------------------------------
 
@@ -246,7 +317,7 @@ pub struct Operation {
     pub completed_at: Option<DateTime<Utc>>,
     /// Executor bookkeeping: attempt number (the fence), lease holder, trigger time.
     pub attempt: Attempt,
-    pub lease_owner: Option<String>,
+    pub lease_owner: Option<Owner>,
     pub triggered_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
     /// Who made it.
@@ -499,31 +570,12 @@ pub struct Expired {
 // that lease is the cluster's live one, checked in the writing statement itself on the
 // database's clock; a write of a deposed leader is `StoreError::Fenced` and changes nothing.
 
-/// A lease's epoch: 1 at a cluster's first acquisition, + 1 at every new one; shown in the
-/// leader information. It names a lease for people; the lease id is what fences (an epoch
-/// can repeat when a database failover lost the commit of an acquisition).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    sqlx::Type,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[sqlx(transparent)]
-#[serde(transparent)]
-pub struct Epoch(pub i64);
-
-impl PartialEq<i64> for Epoch {
-    fn eq(&self, other: &i64) -> bool {
-        self.0 == *other
-    }
-}
+number!(
+    /// A lease's epoch: 1 at a cluster's first acquisition, + 1 at every new one; shown in the
+    /// leader information. It names a lease for people; the lease id is what fences (an epoch
+    /// can repeat when a database failover lost the commit of an acquisition).
+    Epoch(i64)
+);
 
 impl std::ops::Add<i64> for Epoch {
     type Output = Epoch;
@@ -532,11 +584,29 @@ impl std::ops::Add<i64> for Epoch {
     }
 }
 
-impl fmt::Display for Epoch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+name!(
+    /// Who holds (or asks for) a cluster's lease: a JobManager's name for itself.
+    Holder
+);
+
+name!(
+    /// A component whose leader publishes leader information: `resourcemanager`,
+    /// `dispatcher`, `restserver`, or a job's JobManager (named by the job id).
+    Component
+);
+
+impl Component {
+    /// The component of a job's JobManager.
+    pub fn job(job: JobId) -> Self {
+        Component(job.to_string())
     }
 }
+
+number!(
+    /// A checkpoint id of a job's counter (Flink's `CheckpointIDCounter`): the next one it
+    /// hands out.
+    CheckpointId(i64)
+);
 
 /// A lease as its holder got it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
@@ -566,7 +636,7 @@ impl Lease {
 /// which time of the database's clock. Never its lease id (that is what fences writes).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LeaseView {
-    pub holder: String,
+    pub holder: Holder,
     pub epoch: Epoch,
     pub expires_at: DateTime<Utc>,
     /// The database's time of the read.
@@ -602,7 +672,7 @@ pub struct Fence {
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LeaderInfo {
     pub cluster_id: ClusterId,
-    pub component: String,
+    pub component: Component,
     /// The lease epoch of the leader that published it.
     pub epoch: Epoch,
     pub address: String,
@@ -624,37 +694,10 @@ pub struct StateHandleKey {
     pub name: String,
 }
 
-impl StateHandleKey {
-    /// The job as the `job_id` column keeps it ('' for none).
-    pub(crate) fn job_column(&self) -> String {
-        job_column(self.job)
-    }
-}
-
-/// A job as the `ha_state_handles.job_id` column keeps it ('' for none).
-pub(crate) fn job_column(job: Option<JobId>) -> String {
-    job.map(|j| j.to_string()).unwrap_or_default()
-}
-
-/// A state handle's compare-and-set version: 1 when added, + 1 at every replace.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, sqlx::Type, serde::Serialize,
-)]
-#[sqlx(transparent)]
-#[serde(transparent)]
-pub struct HandleVersion(pub i64);
-
-impl PartialEq<i64> for HandleVersion {
-    fn eq(&self, other: &i64) -> bool {
-        self.0 == *other
-    }
-}
-
-impl fmt::Display for HandleVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+number!(
+    /// A state handle's compare-and-set version: 1 when added, + 1 at every replace.
+    HandleVersion(i64)
+);
 
 /// One stored state handle.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

@@ -8,8 +8,8 @@ use common::{Backend, TestStore};
 use jobstore::ids::ClusterId;
 use jobstore::result_file::{ResultKind, parse_envelope};
 use jobstore::store::{
-    ClusterConfig, ConfiguredBy, FlinkJob, HaKind, NewOperation, OperationKey, OperationKind,
-    Outcome, Retention, Schedule, Setting, StateHandleKey,
+    ClusterConfig, Component, ConfiguredBy, FlinkJob, HaKind, Holder, Leader, NewOperation,
+    OperationKey, OperationKind, Outcome, Retention, Schedule, Setting, StateHandleKey,
 };
 
 /// The SQL blocks of docs/sql.md for one backend.
@@ -185,7 +185,7 @@ async fn seed(ts: &TestStore) {
     let lease = store
         .acquire_lease(
             &cluster,
-            "jobmanager-0",
+            &Holder::from("jobmanager-0"),
             std::time::Duration::from_secs(3600),
         )
         .await
@@ -195,9 +195,11 @@ async fn seed(ts: &TestStore) {
         .publish_leader_info(
             &cluster,
             lease.fence(),
-            "dispatcher",
-            "pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1",
-            "2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11",
+            &Component::from("dispatcher"),
+            Leader {
+                address: "pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1",
+                session_id: "2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11",
+            },
         )
         .await
         .unwrap();
