@@ -14,6 +14,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::backoff::Backoff;
 use crate::flink::{self, AllowedHosts, FlinkAnswer, FlinkClient};
 use crate::ids::{ClusterId, FlinkRestUrl};
 use crate::metrics::{ExecutorState, Metrics};
@@ -186,7 +187,9 @@ async fn supervise<F, Fut>(
     F: FnMut() -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let mut backoff = RESTART_BACKOFF;
+    let backoff = Backoff::new(RESTART_BACKOFF, MAX_RESTART_BACKOFF);
+    // Panics in a row (a run that lasted the longest pause starts the count again).
+    let mut panics = 0;
     loop {
         let started = tokio::time::Instant::now();
         // A task of its own: a panic unwinds only it.
@@ -198,24 +201,25 @@ async fn supervise<F, Fut>(
                     return;
                 }
                 if started.elapsed() >= MAX_RESTART_BACKOFF {
-                    backoff = RESTART_BACKOFF;
+                    panics = 0;
                 }
+                let pause = backoff.pause(panics);
                 health
                     .metrics
                     .task_restarts
                     .with_label_values(&[task])
                     .inc();
-                tracing::error!(task, panic = %schedules::panic_text(e.into_panic().as_ref()), backoff = ?backoff, "a duty of the savepoint executor panicked; restarting it after a backoff");
+                tracing::error!(task, panic = %schedules::panic_text(e.into_panic().as_ref()), backoff = ?pause, "a duty of the savepoint executor panicked; restarting it after a backoff");
                 health.restarting(1);
                 tokio::select! {
                     _ = shutdown.cancelled() => {}
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(pause) => {}
                 }
                 health.restarting(-1);
                 if shutdown.is_cancelled() {
                     return;
                 }
-                backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
+                panics += 1;
             }
             Err(_) => return,
         }
@@ -593,14 +597,9 @@ async fn drive_held(
             }
             Err(e) => log_store_error("renewing a savepoint lease", &e),
         }
-        let pause = if failures == 0 {
-            config.poll_interval
-        } else {
-            let factor = 2u32.saturating_pow(failures.min(16) - 1);
-            config
-                .poll_interval
-                .saturating_mul(factor)
-                .min(config.max_backoff)
+        let pause = match failures.checked_sub(1) {
+            None => config.poll_interval,
+            Some(before) => Backoff::new(config.poll_interval, config.max_backoff).pause(before),
         };
         // Renewed at least three times per lease, however long the pause would be.
         let pause = pause.min(config.lease / 3);

@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
 use crate::flink::FlinkClient;
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::metrics::Metrics;
@@ -36,10 +37,9 @@ pub const CLUSTER_CONCURRENCY: usize = 16;
 /// at most this often; the ones between are counted in the next.
 pub const WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// First pause before a cluster whose pass panicked is served again (doubled at each
-/// further panic, at most [`MAX_PANIC_BACKOFF`]).
-const PANIC_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_PANIC_BACKOFF: Duration = Duration::from_secs(60);
+/// The pause before a cluster whose pass panicked is served again: 1 s, doubled at each
+/// further panic in a row, at most a minute.
+const PANIC_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// What one pass made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -232,7 +232,9 @@ pub struct Passes {
     metrics: Arc<Metrics>,
     running: JoinSet<(ClusterId, Result<usize, ClusterError>)>,
     serving: HashMap<tokio::task::Id, ClusterId>,
-    backoff: HashMap<ClusterId, (Instant, Duration)>,
+    /// A cluster whose pass panicked: until when it waits, and how many panics in a row
+    /// came before the last.
+    backoff: HashMap<ClusterId, (Instant, u32)>,
     warnings: Warnings,
 }
 
@@ -340,14 +342,15 @@ impl Passes {
                             .task_restarts
                             .with_label_values(&["cluster_schedules"])
                             .inc();
-                        let pause = match cluster.as_ref().and_then(|c| self.backoff.get(c)) {
-                            Some((_, last)) => (*last * 2).min(MAX_PANIC_BACKOFF),
-                            None => PANIC_BACKOFF,
-                        };
+                        let before = cluster
+                            .as_ref()
+                            .and_then(|c| self.backoff.get(c))
+                            .map_or(0, |(_, panics)| panics + 1);
+                        let pause = PANIC_BACKOFF.pause(before);
                         tracing::error!(cluster = ?cluster.as_ref().map(ClusterId::as_str), panic = %panic_text(e.into_panic().as_ref()), backoff = ?pause, "serving a cluster's savepoint schedules panicked; serving it again after a backoff");
                         if let Some(cluster) = cluster {
                             self.backoff
-                                .insert(cluster, (Instant::now() + pause, pause));
+                                .insert(cluster, (Instant::now() + pause, before));
                         }
                     }
                 }
