@@ -21,8 +21,8 @@ use crate::metrics::{ExecutorState, Metrics};
 use crate::result_file::ResultKind;
 use crate::schedules;
 use crate::store::{
-    Attempt, Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Owner,
-    Progress, Store, StoreError, Trigger,
+    Attempt, Claimed, ClusterConfig, Operation, OperationJob, OperationKey, OperationKind, Outcome,
+    Owner, Progress, Store, StoreError, Trigger,
 };
 
 #[derive(Debug, Clone)]
@@ -454,7 +454,7 @@ pub async fn drive(
         flink_rest_url: base,
     } = claimed;
     let key = op.key();
-    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, attempt = op.attempt.0);
+    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %OperationJob(op.job_id), request = %op.request_id, attempt = op.attempt.0);
     drive_held(store, config, client, op, base, key)
         .instrument(span)
         .await

@@ -22,8 +22,8 @@ use crate::flink::FlinkClient;
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::metrics::Metrics;
 use crate::store::{
-    Expired, FlinkJob, NewOperation, Operation, OperationKey, OperationKind, Schedule, SettingKind,
-    Store, StoreError, Trigger,
+    Expired, FlinkJob, NewOperation, Operation, OperationJob, OperationKey, OperationKind,
+    Schedule, SettingKind, Store, StoreError, Trigger,
 };
 
 /// How often failed scheduled operations and disposals are tried again at most (the
@@ -158,7 +158,7 @@ async fn retries_and_retention(store: &dyn Store, retry_backoff: Duration) -> (u
                     Ok((_, true)) => retried += 1,
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::warn!(cluster = %failed.cluster_id, job = %failed.job_id, request = %failed.request_id, error = %e, "cannot try a failed scheduled operation again")
+                        tracing::warn!(cluster = %failed.cluster_id, job = %OperationJob(failed.job_id), request = %failed.request_id, error = %e, "cannot try a failed scheduled operation again")
                     }
                 }
             }
@@ -426,7 +426,7 @@ async fn serve_due(
         });
         for job in targets {
             let name = Some(job.name.clone()).filter(|n| FlinkJob::name_is_keepable(n));
-            let new = scheduled(s, job.job_id, name, &default_dir, 0);
+            let new = scheduled(s, Some(job.job_id), name, &default_dir, 0);
             if let Some(new) = new
                 && store.create_operation(&new).await?.1
             {
@@ -440,14 +440,17 @@ async fn serve_due(
 
 /// The operation a schedule makes for a job at its due time (try `retry`).
 fn scheduled(
-    s: &Schedule, job: JobId, job_name: Option<String>, default_dir: &Option<String>, retry: i32,
+    s: &Schedule, job: Option<JobId>, job_name: Option<String>, default_dir: &Option<String>,
+    retry: i32,
 ) -> Option<NewOperation> {
     let due = s.next_due_at?;
+    // The parts of the derived id are texts: the job as operations keep it, the schedule's
+    // scope as its row keeps it (the cluster's: '').
     let scope = s.job_id.map(|j| j.to_string()).unwrap_or_default();
     let request = TriggerId::derive(&[
         "schedule",
         s.cluster_id.as_str(),
-        &job.to_string(),
+        &OperationJob(job).to_string(),
         &scope,
         &crate::store::epoch_ms(due).to_string(),
         &retry.to_string(),
@@ -498,7 +501,7 @@ fn retry_of(failed: &Operation) -> NewOperation {
         &new.retry.to_string(),
     ]);
     new.checkpoint_type = failed.checkpoint_type;
-    tracing::info!(cluster = %failed.cluster_id, job = %failed.job_id, retry = new.retry, "trying a failed scheduled operation again");
+    tracing::info!(cluster = %failed.cluster_id, job = %OperationJob(failed.job_id), retry = new.retry, "trying a failed scheduled operation again");
     new
 }
 
@@ -514,7 +517,7 @@ fn disposal(cluster: &ClusterId, expired: &Expired) -> NewOperation {
     let mut new = NewOperation::new(
         OperationKey {
             cluster: cluster.clone(),
-            job: expired.job_id,
+            job: Some(expired.job_id),
             request,
         },
         OperationKind::Disposal,

@@ -24,23 +24,19 @@ pub fn failure_cause(class: &str, message: &str) -> Value {
 
 /// What an operation of this kind is called in jobstore's own failure-causes, and ` for
 /// job J` unless it belongs to no job (a disposal).
-fn operation_words(kind: OperationKind, job: JobId) -> (&'static str, String) {
+fn operation_words(kind: OperationKind, job: Option<JobId>) -> (&'static str, String) {
     let what = match kind {
         OperationKind::Checkpoint => "checkpoint",
         OperationKind::Disposal => "savepoint disposal",
         _ => "savepoint",
     };
-    let of_job = if job == JobId::NONE {
-        String::new()
-    } else {
-        format!(" for job {job}")
-    };
+    let of_job = job.map(|job| format!(" for job {job}")).unwrap_or_default();
     (what, of_job)
 }
 
 /// The failure-cause of an operation Flink no longer knows.
 pub fn lost_cause(
-    kind: OperationKind, job: JobId, request: TriggerId, flink_message: &str,
+    kind: OperationKind, job: Option<JobId>, request: TriggerId, flink_message: &str,
 ) -> Value {
     let (what, of_job) = operation_words(kind, job);
     failure_cause(
@@ -55,7 +51,9 @@ pub fn lost_cause(
 }
 
 /// The failure-cause of an operation Flink refused.
-pub fn rejected_cause(kind: OperationKind, job: JobId, code: u16, flink_message: &str) -> Value {
+pub fn rejected_cause(
+    kind: OperationKind, job: Option<JobId>, code: u16, flink_message: &str,
+) -> Value {
     let (what, of_job) = operation_words(kind, job);
     failure_cause(
         "FlinkRequestRejectedException",

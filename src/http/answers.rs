@@ -118,7 +118,7 @@ impl<'a> OperationAnswer<'a> {
         let checkpoint = op.kind == OperationKind::Checkpoint;
         OperationAnswer {
             cluster_id: &op.cluster_id,
-            job_id: (op.job_id != JobId::NONE).then_some(op.job_id),
+            job_id: op.job_id,
             request_id: op.request_id,
             kind: op.kind.as_str(),
             status: op.status.as_str(),

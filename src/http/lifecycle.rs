@@ -23,7 +23,7 @@ use super::{AppState, FLINK_PREFIXES, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::result_file::reject_nul;
 use crate::store::{
-    CheckpointType, FindOperation, FormatType, NewOperation, Operation, OperationKey,
+    CheckpointType, FindOperation, FormatType, NewOperation, Operation, OperationJob, OperationKey,
     OperationKind, Retention, Schedule, Setting, SettingKind,
 };
 
@@ -155,7 +155,7 @@ async fn trigger_checkpoint(
     let (checkpoint_type, trigger_id) = parse_checkpoint_body(&bytes)?;
     let key = OperationKey {
         cluster,
-        job,
+        job: Some(job),
         request: trigger_id.unwrap_or_else(TriggerId::random),
     };
     let kind = OperationKind::Checkpoint;
@@ -171,7 +171,7 @@ async fn checkpoint_status(
     let key = params.key(&state)?;
     let op = state.store.get_operation(&key).await?;
     status_or(op.filter(|op| op.kind == OperationKind::Checkpoint), || {
-        let (request, job) = (key.request, key.job);
+        let (request, job) = (key.request, OperationJob(key.job));
         format!("There is no checkpoint operation with triggerId={request} for job {job}.")
     })
 }
@@ -189,7 +189,7 @@ fn status_or(
 // ---- Savepoint disposal (Flink's POST /savepoint-disposal) ----
 
 /// Flink answers 200 here (not 202) and takes no trigger id from its client; the path is
-/// required. The operation belongs to no job ([`JobId::NONE`]).
+/// required. The operation belongs to no job.
 async fn trigger_disposal(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
 ) -> ApiResult<Response> {
@@ -213,7 +213,7 @@ async fn trigger_disposal(
     };
     let key = OperationKey {
         cluster,
-        job: JobId::NONE,
+        job: None,
         request: TriggerId::random(),
     };
     start(
@@ -461,7 +461,8 @@ async fn latest_of_job(
     State(state): State<AppState>, PathParams(path): PathParams<ScopePath>,
 ) -> ApiResult<Response> {
     let (cluster, job) = scope(&path)?;
-    let job = job.unwrap_or(JobId::NONE);
+    // The route names a job (`{jobid}`).
+    let job = job.ok_or_else(|| ApiError::BadRequest("a job id is required".into()))?;
     match state
         .store
         .find_operation(&cluster, FindOperation::LatestSavepoint(job))

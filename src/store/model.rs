@@ -1,5 +1,8 @@
-//! What the store keeps: the types its methods take and answer. Every row is decoded by
-//! column name into one of these (typed ids included), by `sqlx::FromRow`.
+//! What the store keeps: the types its methods take and answer, by domain. Every row is
+//! decoded by column name into one of these (typed ids included), by `sqlx::FromRow`. The
+//! numbers and names that mean something are types of their own (`number!`, `name!`:
+//! `Attempt`, `Epoch`, `HandleVersion`, `CheckpointId`; `Owner`, `Holder`, `Component`),
+//! and "no job" is `None` (`OperationJob` is how the operations' key column spells it).
 
 use std::fmt;
 use std::str::FromStr;
@@ -292,19 +295,70 @@ text_enum!(
     }
 );
 
-/// The identity of an operation: a trigger id is unique per cluster and job.
+/// The identity of an operation: a trigger id is unique per cluster and job (`None`: an
+/// operation of no job, a disposal asked through Flink's `POST /savepoint-disposal`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OperationKey {
     pub cluster: ClusterId,
-    pub job: JobId,
+    pub job: Option<JobId>,
     pub request: TriggerId,
+}
+
+/// An operation's job as the schema keys it (`savepoint_operations.job_id`, part of the
+/// primary key): the job's id, or for an operation of no job 32 zeros, an id Flink never
+/// makes. The one place where "no job" becomes that text and back: the statements, the
+/// notifications of changed operations, and what names an operation by its stored key (a
+/// listing's cursor, Flink's job routes, the ids derived from it) go through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OperationJob(pub Option<JobId>);
+
+impl OperationJob {
+    const NONE: &str = "00000000000000000000000000000000";
+}
+
+impl fmt::Display for OperationJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(job) => job.fmt(f),
+            None => f.write_str(Self::NONE),
+        }
+    }
+}
+
+impl FromStr for OperationJob {
+    type Err = crate::ids::IdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == Self::NONE {
+            Ok(OperationJob(None))
+        } else {
+            s.parse().map(|job| OperationJob(Some(job)))
+        }
+    }
+}
+
+impl From<OperationJob> for Option<JobId> {
+    fn from(job: OperationJob) -> Self {
+        job.0
+    }
+}
+
+sql_text!(OperationJob);
+
+impl super::db::ToArg for OperationJob {
+    const NULL: super::db::Arg<'static> = super::db::Arg::Text(None);
+    fn to_arg(&self) -> super::db::Arg<'_> {
+        super::db::Arg::Text(Some(self.to_string().into()))
+    }
 }
 
 /// A savepoint operation as stored.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Operation {
     pub cluster_id: ClusterId,
-    pub job_id: JobId,
+    /// `None`: an operation of no job (a disposal asked through Flink's
+    /// `POST /savepoint-disposal`).
+    #[sqlx(try_from = "OperationJob")]
+    pub job_id: Option<JobId>,
     pub request_id: TriggerId,
     pub kind: OperationKind,
     pub status: OperationStatus,
@@ -487,9 +541,9 @@ pub struct Retention {
     pub max_age: Option<std::time::Duration>,
 }
 
-/// Which one operation of a cluster [`Store::find_operation`] finds.
+/// Which one operation of a cluster [`LifecycleStore::find_operation`] finds.
 ///
-/// [`Store::find_operation`]: super::Store::find_operation
+/// [`LifecycleStore::find_operation`]: super::LifecycleStore::find_operation
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FindOperation<'a> {
     /// A disposal by its trigger id (Flink's disposal routes name no job).

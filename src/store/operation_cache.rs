@@ -306,7 +306,7 @@ mod tests {
     fn op(n: u32, status: OperationStatus) -> Operation {
         Operation {
             cluster_id: "default".parse().unwrap(),
-            job_id: format!("{n:032x}").parse::<JobId>().unwrap(),
+            job_id: Some(format!("{n:032x}").parse::<JobId>().unwrap()),
             request_id: TriggerId::random(),
             kind: OperationKind::Savepoint,
             status,

@@ -199,7 +199,7 @@ async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore)
     for _ in 0..2 {
         let key = OperationKey {
             cluster: cluster.clone(),
-            job: random_hex().parse().unwrap(),
+            job: Some(random_hex().parse().unwrap()),
             request: random_hex().parse().unwrap(),
         };
         ts.store

@@ -101,7 +101,7 @@ async fn seed(ts: &TestStore) {
     ] {
         let key = OperationKey {
             cluster: cluster.clone(),
-            job: "58356f7bb09581a7b8ddfe083b605679".parse().unwrap(),
+            job: Some("58356f7bb09581a7b8ddfe083b605679".parse().unwrap()),
             request: request.parse().unwrap(),
         };
         let new = NewOperation {
@@ -132,7 +132,7 @@ async fn seed(ts: &TestStore) {
     // schedule, a retention policy, the job's name from Flink's job overview.
     let disposal = OperationKey {
         cluster: cluster.clone(),
-        job: jobstore::ids::JobId::NONE,
+        job: None,
         request: "0000000000000000000000000000000d".parse().unwrap(),
     };
     store

@@ -13,8 +13,8 @@ use crate::store::db::{OrEmpty, Side, params, statement};
 use crate::store::operation_cache::Lookup;
 use crate::store::{
     Attempt, CheckpointType, Claimed, ClusterConfig, ConfiguredBy, FormatType, NewOperation,
-    Operation, OperationFilter, OperationKey, OperationKind, OperationStatus, OperationStore,
-    Outcome, Owner, Progress, StoreError, StoreResult, Trigger, epoch_ms,
+    Operation, OperationFilter, OperationJob, OperationKey, OperationKind, OperationStatus,
+    OperationStore, Outcome, Owner, Progress, StoreError, StoreResult, Trigger, epoch_ms,
 };
 
 params! {
@@ -22,7 +22,7 @@ params! {
     #[derive(Clone, Copy)]
     struct Key<'a> {
         cluster: &'a ClusterId,
-        job: JobId,
+        job: OperationJob,
         request: TriggerId,
     }
 
@@ -99,7 +99,7 @@ impl<'a> Key<'a> {
     fn of(key: &'a OperationKey) -> Self {
         Key {
             cluster: &key.cluster,
-            job: key.job,
+            job: OperationJob(key.job),
             request: key.request,
         }
     }
