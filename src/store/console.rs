@@ -50,6 +50,9 @@ pub trait ConsoleStore: Send + Sync {
     /// Every cluster's lease.
     async fn leases(&self) -> StoreResult<Vec<LeaseSummary>>;
 
+    /// A cluster's lease; `None` when the cluster was never leased.
+    async fn lease(&self, cluster: &ClusterId) -> StoreResult<Option<LeaseSummary>>;
+
     /// The jobs with checkpoints in the cluster's HA services, with their counts.
     async fn checkpoint_jobs(&self, cluster: &ClusterId, limit: u32) -> StoreResult<Vec<JobCount>>;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::results::{ResultRow, entries};
-use super::{NoParams, SqlStore};
+use super::{ClusterKey, NoParams, SqlStore};
 use crate::ids::{ClusterId, JobId};
 use crate::store::console::{ClusterCount, ConsoleStore, JobCount, LeaseSummary, Rows};
 use crate::store::db::{Side, params, statement};
@@ -81,6 +81,13 @@ impl ConsoleStore for SqlStore {
     async fn leases(&self) -> StoreResult<Vec<LeaseSummary>> {
         let call = self.call();
         call.all(Side::Read, statement!(CONSOLE_LEASES), &NoParams {})
+            .await
+    }
+
+    async fn lease(&self, cluster: &ClusterId) -> StoreResult<Option<LeaseSummary>> {
+        let lease = statement!(CONSOLE_LEASE);
+        self.call()
+            .optional(Side::Read, lease, &ClusterKey { cluster })
             .await
     }
 
