@@ -705,18 +705,13 @@ async fn cluster_inner(state: &AppState, who: &Who, raw: &str, rq: Option<String
     };
     let more_ops = ops.len() > PAGE as usize;
     ops.truncate(PAGE as usize);
-    let lease = console
-        .leases()
-        .await?
-        .into_iter()
-        .find(|l| l.cluster_id == cluster.as_str())
-        .map(|l| LeaseRow {
-            holder: view::clip(&l.lease.holder, 200),
-            epoch: l.lease.epoch,
-            acquired: When::at(l.acquired_at, l.lease.read_at),
-            expires: When::at(l.lease.expires_at, l.lease.read_at),
-            live: l.lease.live(),
-        });
+    let lease = console.lease(&cluster).await?.map(|l| LeaseRow {
+        holder: view::clip(&l.lease.holder, 200),
+        epoch: l.lease.epoch,
+        acquired: When::at(l.acquired_at, l.lease.read_at),
+        expires: When::at(l.lease.expires_at, l.lease.read_at),
+        live: l.lease.live(),
+    });
     let leaders = state
         .store
         .list_leader_info(&cluster)
