@@ -778,3 +778,52 @@ mod idle_count {
         assert_eq!(idle_of(0, 0), 0);
     }
 }
+
+#[cfg(test)]
+mod named_parameters {
+    use super::*;
+
+    params! {
+        struct Page<'a> {
+            cluster: &'a str,
+            limit: u32,
+        }
+
+        struct Job {
+            job: u32,
+        }
+    }
+
+    type Parts = (Page<'static>, Job);
+
+    #[test]
+    fn a_statement_names_exactly_the_fields_of_its_parts_in_any_order() {
+        assert!(same_names(&["limit", "cluster"], Page::GROUPS));
+        assert!(same_names(&["job", "cluster", "limit"], Parts::GROUPS));
+        assert!(!same_names(&["cluster"], Page::GROUPS), "a field unused");
+        assert!(
+            !same_names(&["cluster", "limit", "offset"], Page::GROUPS),
+            "a parameter missing"
+        );
+        assert!(
+            !same_names(&["cluster", "job"], Page::GROUPS),
+            "as many, not the same"
+        );
+    }
+
+    #[test]
+    fn arguments_are_bound_in_the_order_of_the_statements_parameters() {
+        let parts: Parts = (
+            Page {
+                cluster: "c",
+                limit: 3,
+            },
+            Job { job: 7 },
+        );
+        let args = ordered(&["job", "cluster", "limit"], &parts);
+        assert_eq!(
+            format!("{args:?}"),
+            r#"[Int(Some(7)), Text(Some("c")), Int(Some(3))]"#
+        );
+    }
+}
