@@ -530,52 +530,51 @@ async fn drive_held(
         } else {
             client.trigger(&base, &op).await
         };
-        let outcome =
-            match answer {
-                Ok(FlinkAnswer::Accepted(given)) => {
-                    triggered = true;
-                    // Only a disposal's trigger id is Flink's: every other operation's is its own.
-                    if op.kind == OperationKind::Disposal {
-                        flink_trigger = given.or(flink_trigger);
-                    }
-                    last_error = None;
-                    failures = 0;
-                    None
+        let outcome = match answer {
+            Ok(FlinkAnswer::Accepted(given)) => {
+                triggered = true;
+                // Only a disposal's trigger id is Flink's: every other operation's is its own.
+                if op.kind == OperationKind::Disposal {
+                    flink_trigger = given.or(flink_trigger);
                 }
-                Ok(FlinkAnswer::InProgress) => {
-                    last_error = None;
-                    failures = 0;
-                    None
-                }
-                Ok(FlinkAnswer::Completed(outcome)) => {
-                    Some(disposal_outcome(&op, asked_before, outcome))
-                }
-                // A disposal Flink forgot (a JobManager failover): asked again, it finds the
-                // savepoint disposed of, or disposes of it.
-                Ok(FlinkAnswer::NotFound(_)) if op.kind == OperationKind::Disposal && triggered => {
-                    triggered = false;
-                    asked_before = true;
-                    None
-                }
-                // A trigger answered 404 was never accepted: nothing is there to lose (a
-                // flink-rest-url that is not Flink's REST root, say).
-                Ok(FlinkAnswer::NotFound(message)) if !triggered => Some(Outcome::FailureCause(
-                    flink::rejected_cause(op.kind, op.job_id, 404, &message),
-                )),
-                Ok(FlinkAnswer::NotFound(message)) => Some(Outcome::FailureCause(
-                    flink::lost_cause(op.kind, op.job_id, op.request_id, &message),
-                )),
-                Ok(FlinkAnswer::Rejected(code, message)) => Some(Outcome::FailureCause(
-                    flink::rejected_cause(op.kind, op.job_id, code, &message),
-                )),
-                Ok(FlinkAnswer::Failed(cause)) => Some(Outcome::FailureCause(cause)),
-                Err(flink::Unreachable(message)) => {
-                    tracing::warn!(error = %message, "Flink unreachable; retrying");
-                    last_error = Some(message);
-                    failures = failures.saturating_add(1);
-                    None
-                }
-            };
+                last_error = None;
+                failures = 0;
+                None
+            }
+            Ok(FlinkAnswer::InProgress) => {
+                last_error = None;
+                failures = 0;
+                None
+            }
+            Ok(FlinkAnswer::Completed(outcome)) => {
+                Some(disposal_outcome(&op, asked_before, outcome))
+            }
+            // A disposal Flink forgot (a JobManager failover): asked again, it finds the
+            // savepoint disposed of, or disposes of it.
+            Ok(FlinkAnswer::NotFound(_)) if op.kind == OperationKind::Disposal && triggered => {
+                triggered = false;
+                asked_before = true;
+                None
+            }
+            // A trigger answered 404 was never accepted: nothing is there to lose (a
+            // flink-rest-url that is not Flink's REST root, say).
+            Ok(FlinkAnswer::NotFound(message)) if !triggered => Some(Outcome::FailureCause(
+                flink::rejected_cause(&op, 404, &message),
+            )),
+            Ok(FlinkAnswer::NotFound(message)) => {
+                Some(Outcome::FailureCause(flink::lost_cause(&op, &message)))
+            }
+            Ok(FlinkAnswer::Rejected(code, message)) => Some(Outcome::FailureCause(
+                flink::rejected_cause(&op, code, &message),
+            )),
+            Ok(FlinkAnswer::Failed(cause)) => Some(Outcome::FailureCause(cause)),
+            Err(flink::Unreachable(message)) => {
+                tracing::warn!(error = %message, "Flink unreachable; retrying");
+                last_error = Some(message);
+                failures = failures.saturating_add(1);
+                None
+            }
+        };
         if let Some(outcome) = outcome {
             return finish(store, &config.metrics, &key, fence, outcome).await;
         }

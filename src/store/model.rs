@@ -362,8 +362,8 @@ pub struct Operation {
     pub request_id: TriggerId,
     pub kind: OperationKind,
     pub status: OperationStatus,
-    pub target_directory: Option<String>,
     pub format_type: FormatType,
+    pub target_directory: Option<String>,
     pub location: Option<String>,
     #[sqlx(json(nullable))]
     pub failure_cause: Option<Value>,
