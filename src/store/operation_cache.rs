@@ -51,7 +51,7 @@ struct Inner {
     live: bool,
 }
 
-/// The cache's metrics (registered through `Store::collectors`).
+/// The cache's metrics (registered through `ServiceStore::collectors`).
 #[derive(Clone)]
 pub(crate) struct CacheMetrics {
     hits: IntCounter,
