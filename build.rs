@@ -1,15 +1,27 @@
 //! Builds the store's statement table from the SQL files under `src/store/sql/`: one constant
-//! per statement name, with the text each backend runs.
+//! per statement name, with the text each backend runs and the names of its parameters.
 //!
 //! - `common/NAME.sql`: one statement for both backends, which differ at most in the spelling
 //!   of the placeholders below;
 //! - `postgres/NAME.sql` and `sqlite/NAME.sql`: a statement whose SQL truly differs (its
 //!   header says why): both files must exist, and no common one;
+//! - `postgres_only/NAME.sql`: a statement only PostgreSQL runs, for what SQLite does another
+//!   way (the group commit's batch of result writes); its constant is a `PgSql`, which the
+//!   runner of both backends does not take;
 //! - `fragments/NAME.sql`: text that statements share, written in as `{NAME}` (without its
-//!   `--` comment lines and its final newline).
+//!   `--` comment lines and its final newline); a fragment whose text holds `{arg}` is written
+//!   in as `{NAME(X)}`, X in the place of `{arg}`.
+//!
+//! Parameters are named: `:cluster`, `:epoch`, ... (a `:` and a lowercase snake_case name; `::`
+//! is PostgreSQL's cast, and comments and quoted text are left alone). The build writes them
+//! as `$1`, `$2`, ... in the order of their first use (a name used twice is one parameter) and
+//! records the names in that order (`Sql::params`); the store binds a struct whose fields are
+//! those names (`store::db`, `params!`), which the compiler checks against the list. The two
+//! files of a per-backend statement name the same parameters. A positional `$N` in a
+//! statement file is refused.
 //!
 //! The placeholders, for PostgreSQL and for SQLite (X is SQL, written in as it stands, with
-//! its `$N` parameters):
+//! its parameters):
 //!
 //! - `{now}`: `now()`; `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`;
 //! - `{now_plus_ms(X)}`, `{now_minus_ms(X)}`: now plus (minus) X milliseconds,
@@ -23,13 +35,14 @@
 //!   `CAST(round((julianday(X) - 2440587.5) * 86400000) AS INTEGER)`;
 //! - `{uuid(X)}`, `{uuid_text(X)}`, `{json(X)}`: `CAST(X AS uuid)`, `CAST(X AS text)`,
 //!   `CAST(X AS json)`; X (SQLite keeps lease ids and results as text);
+//! - `{least(X, Y)}`: the smaller of X and Y, `LEAST(X, Y)`; `MIN(X, Y)`;
 //! - `{for_share}`: ` FOR SHARE` (a share lock on the rows read); nothing (SQLite has one
 //!   writer);
 //! - `{indexed_by(INDEX)}`: nothing; ` INDEXED BY INDEX` (an index hint).
 //!
 //! The build fails, naming the file, on an unknown placeholder, on a `{` or `}` that is not
-//! one, and on a statement that one backend lacks (so that a store method cannot be written
-//! for one backend only).
+//! one, on a positional parameter, and on a statement that one backend lacks (so that a store
+//! method cannot be written for one backend only).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -132,6 +145,13 @@ fn builtin(name: &str, arg: Option<&str>, backend: Backend) -> Result<Option<Str
                 }
             }
         }
+        "least" => {
+            let x = takes_arg()?;
+            match backend {
+                Postgres => format!("LEAST({x})"),
+                Sqlite => format!("MIN({x})"),
+            }
+        }
         "uuid" | "uuid_text" | "json" => {
             let x = takes_arg()?;
             let ty = if name == "uuid_text" { "text" } else { name };
@@ -187,18 +207,28 @@ impl Expander {
                 .transpose()?;
             let text = match builtin(name, arg.as_deref(), backend)? {
                 Some(text) => text,
-                None => match (self.fragments.get(name), &arg) {
-                    (Some(path), None) => {
-                        let fragment: String = read(path)
+                None => match self.fragments.get(name) {
+                    Some(path) => {
+                        let fragment = read(path)
                             .lines()
                             .filter(|l| !l.trim_start().starts_with("--"))
                             .collect::<Vec<_>>()
                             .join("\n");
-                        self.expand(fragment.trim_end(), backend, depth + 1)
+                        let fragment = fragment.trim_end();
+                        let text = match (&arg, fragment.contains("{arg}")) {
+                            (None, false) => fragment.to_owned(),
+                            (Some(arg), true) => fragment.replace("{arg}", arg),
+                            (None, true) => {
+                                return Err(format!("{{{name}(...)}} takes an argument"));
+                            }
+                            (Some(_), false) => {
+                                return Err(format!("{{{name}}} takes no argument"));
+                            }
+                        };
+                        self.expand(&text, backend, depth + 1)
                             .map_err(|e| format!("{}: {e}", path.display()))?
                     }
-                    (Some(_), Some(_)) => return Err(format!("{{{name}}} takes no argument")),
-                    (None, _) => return Err(format!("unknown placeholder {{{name}}}")),
+                    None => return Err(format!("unknown placeholder {{{name}}}")),
                 },
             };
             out.push_str(&text);
@@ -252,6 +282,62 @@ fn parse(text: &str) -> Option<(&str, Option<&str>, usize)> {
     }
 }
 
+/// `text` with its named parameters (`:name`) written as `$1`, `$2`, ...: a name takes its
+/// place in `order`, or the next place when it is not there yet. Comments (`--` to the end of
+/// the line), quoted text and identifiers, and `::` (a cast) are left alone; a positional
+/// parameter (`$1`) is an error.
+fn number_params(text: &str, order: &mut Vec<String>) -> Result<String, String> {
+    let name_byte = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &text[i..];
+        let skip = match bytes[i] {
+            b'-' if rest.starts_with("--") => rest.find('\n').unwrap_or(rest.len()),
+            quote @ (b'\'' | b'"') => {
+                let end = rest[1..]
+                    .find(quote as char)
+                    .ok_or_else(|| format!("unterminated quoted text: {:?}", line_of(text, i)))?;
+                end + 2
+            }
+            b':' if rest.starts_with("::") => 2,
+            b':' if rest.len() > 1
+                && (bytes[i + 1].is_ascii_lowercase() || bytes[i + 1] == b'_') =>
+            {
+                let len = 1 + rest[1..].bytes().take_while(|b| name_byte(*b)).count();
+                let name = &rest[1..len];
+                let n = match order.iter().position(|p| p == name) {
+                    Some(at) => at + 1,
+                    None => {
+                        order.push(name.to_owned());
+                        order.len()
+                    }
+                };
+                write!(out, "${n}").expect("writing to a String");
+                i += len;
+                continue;
+            }
+            b'$' if rest.len() > 1 && bytes[i + 1].is_ascii_digit() => {
+                return Err(format!(
+                    "a positional parameter: name it (`:name`): {:?}",
+                    line_of(text, i)
+                ));
+            }
+            _ => rest.chars().next().map_or(1, char::len_utf8),
+        };
+        out.push_str(&rest[..skip]);
+        i += skip;
+    }
+    Ok(out)
+}
+
+/// A Rust list literal of names.
+fn names(order: &[String]) -> String {
+    let quoted: Vec<String> = order.iter().map(|n| format!("{n:?}")).collect();
+    format!("&[{}]", quoted.join(", "))
+}
+
 /// A Rust raw string literal holding `text`.
 fn literal(text: &str) -> String {
     let mut hashes = String::from("#");
@@ -266,12 +352,13 @@ fn main() {
     // refinery embeds the migrations at compile time.
     println!("cargo:rerun-if-changed=migrations");
     let root = Path::new(SQL_DIR);
-    for sub in ["common", "postgres", "sqlite", "fragments"] {
+    for sub in ["common", "postgres", "sqlite", "postgres_only", "fragments"] {
         println!("cargo:rerun-if-changed={SQL_DIR}/{sub}");
     }
     let common = files(&root.join("common"));
     let postgres = files(&root.join("postgres"));
     let sqlite = files(&root.join("sqlite"));
+    let postgres_only = files(&root.join("postgres_only"));
     let expander = Expander {
         fragments: files(&root.join("fragments")),
     };
@@ -280,13 +367,23 @@ fn main() {
     if let Some(name) = pg_names.symmetric_difference(&lite_names).next() {
         panic!("{SQL_DIR}: statement {name} has a file for one backend only");
     }
-    if let Some(name) = common.keys().find(|n| postgres.contains_key(*n)) {
-        panic!("{SQL_DIR}: statement {name} is both common and per backend");
+    let mut seen: BTreeSet<&String> = BTreeSet::new();
+    for name in common
+        .keys()
+        .chain(postgres.keys())
+        .chain(postgres_only.keys())
+    {
+        assert!(
+            seen.insert(name),
+            "{SQL_DIR}: statement {name} has files in more than one of common/, postgres/ and sqlite/, postgres_only/"
+        );
     }
 
-    let expand = |path: &Path, backend| {
+    // A statement's text for a backend, its parameters numbered in `order`.
+    let statement = |path: &Path, backend, order: &mut Vec<String>| {
         expander
             .expand(&read(path), backend, 0)
+            .and_then(|text| number_params(&text, order))
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     };
     let mut out = String::from("// Generated by build.rs from src/store/sql: do not edit.\n");
@@ -301,14 +398,36 @@ fn main() {
         }))
         .collect();
     for (name, (pg, lite, where_)) in all {
-        let (pg, lite) = (
-            literal(&expand(pg, Backend::Postgres)),
-            literal(&expand(lite, Backend::Sqlite)),
+        let mut order = Vec::new();
+        let pg_text = statement(pg, Backend::Postgres, &mut order);
+        let mut own = Vec::new();
+        statement(lite, Backend::Sqlite, &mut own);
+        let sorted = |names: &[String]| names.iter().cloned().collect::<BTreeSet<_>>();
+        assert!(
+            sorted(&order) == sorted(&own),
+            "{where_}: the two files name different parameters ({order:?}, {own:?})"
         );
+        // SQLite's text numbered as PostgreSQL's: one list of names serves both.
+        let lite_text = statement(lite, Backend::Sqlite, &mut order);
         writeln!(
             out,
-            "/// `{where_}`\npub const {}: Sql = Sql {{ name: \"{name}\", postgres: {pg}, sqlite: {lite} }};",
-            name.to_ascii_uppercase()
+            "/// `{where_}`\npub const {}: Sql = Sql {{ name: \"{name}\", postgres: {}, sqlite: {}, params: {} }};",
+            name.to_ascii_uppercase(),
+            literal(&pg_text),
+            literal(&lite_text),
+            names(&order),
+        )
+        .expect("writing to a String");
+    }
+    for (name, path) in &postgres_only {
+        let mut order = Vec::new();
+        let text = statement(path, Backend::Postgres, &mut order);
+        writeln!(
+            out,
+            "/// `postgres_only/{name}.sql`\npub const {}: PgSql = PgSql {{ name: \"{name}\", postgres: {}, params: {} }};",
+            name.to_ascii_uppercase(),
+            literal(&text),
+            names(&order),
         )
         .expect("writing to a String");
     }

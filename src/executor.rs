@@ -14,20 +14,21 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::backoff::Backoff;
 use crate::flink::{self, AllowedHosts, FlinkAnswer, FlinkClient};
 use crate::ids::{ClusterId, FlinkRestUrl};
 use crate::metrics::{ExecutorState, Metrics};
 use crate::result_file::ResultKind;
 use crate::schedules;
 use crate::store::{
-    Attempt, Claimed, ClusterConfig, Operation, OperationKey, OperationKind, Outcome, Progress,
-    Store, StoreError, Trigger,
+    Attempt, Claimed, ClusterConfig, Operation, OperationJob, OperationKey, OperationKind, Outcome,
+    Owner, Progress, Store, StoreError, Trigger,
 };
 
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
     /// This process's name in `lease_owner`.
-    pub owner: String,
+    pub owner: Owner,
     /// Pause between status polls of one operation, and between claims when idle.
     pub poll_interval: Duration,
     /// How long a claim holds an operation without renewal.
@@ -186,7 +187,9 @@ async fn supervise<F, Fut>(
     F: FnMut() -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let mut backoff = RESTART_BACKOFF;
+    let backoff = Backoff::new(RESTART_BACKOFF, MAX_RESTART_BACKOFF);
+    // Panics in a row (a run that lasted the longest pause starts the count again).
+    let mut panics = 0;
     loop {
         let started = tokio::time::Instant::now();
         // A task of its own: a panic unwinds only it.
@@ -198,24 +201,25 @@ async fn supervise<F, Fut>(
                     return;
                 }
                 if started.elapsed() >= MAX_RESTART_BACKOFF {
-                    backoff = RESTART_BACKOFF;
+                    panics = 0;
                 }
+                let pause = backoff.pause(panics);
                 health
                     .metrics
                     .task_restarts
                     .with_label_values(&[task])
                     .inc();
-                tracing::error!(task, panic = %schedules::panic_text(e.into_panic().as_ref()), backoff = ?backoff, "a duty of the savepoint executor panicked; restarting it after a backoff");
+                tracing::error!(task, panic = %schedules::panic_text(e.into_panic().as_ref()), backoff = ?pause, "a duty of the savepoint executor panicked; restarting it after a backoff");
                 health.restarting(1);
                 tokio::select! {
                     _ = shutdown.cancelled() => {}
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(pause) => {}
                 }
                 health.restarting(-1);
                 if shutdown.is_cancelled() {
                     return;
                 }
-                backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
+                panics += 1;
             }
             Err(_) => return,
         }
@@ -450,7 +454,7 @@ pub async fn drive(
         flink_rest_url: base,
     } = claimed;
     let key = op.key();
-    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, attempt = op.attempt.0);
+    let span = tracing::info_span!("savepoint", cluster = %op.cluster_id, job = %OperationJob(op.job_id), request = %op.request_id, attempt = op.attempt.0);
     drive_held(store, config, client, op, base, key)
         .instrument(span)
         .await
@@ -526,52 +530,51 @@ async fn drive_held(
         } else {
             client.trigger(&base, &op).await
         };
-        let outcome =
-            match answer {
-                Ok(FlinkAnswer::Accepted(given)) => {
-                    triggered = true;
-                    // Only a disposal's trigger id is Flink's: every other operation's is its own.
-                    if op.kind == OperationKind::Disposal {
-                        flink_trigger = given.or(flink_trigger);
-                    }
-                    last_error = None;
-                    failures = 0;
-                    None
+        let outcome = match answer {
+            Ok(FlinkAnswer::Accepted(given)) => {
+                triggered = true;
+                // Only a disposal's trigger id is Flink's: every other operation's is its own.
+                if op.kind == OperationKind::Disposal {
+                    flink_trigger = given.or(flink_trigger);
                 }
-                Ok(FlinkAnswer::InProgress) => {
-                    last_error = None;
-                    failures = 0;
-                    None
-                }
-                Ok(FlinkAnswer::Completed(outcome)) => {
-                    Some(disposal_outcome(&op, asked_before, outcome))
-                }
-                // A disposal Flink forgot (a JobManager failover): asked again, it finds the
-                // savepoint disposed of, or disposes of it.
-                Ok(FlinkAnswer::NotFound(_)) if op.kind == OperationKind::Disposal && triggered => {
-                    triggered = false;
-                    asked_before = true;
-                    None
-                }
-                // A trigger answered 404 was never accepted: nothing is there to lose (a
-                // flink-rest-url that is not Flink's REST root, say).
-                Ok(FlinkAnswer::NotFound(message)) if !triggered => Some(Outcome::FailureCause(
-                    flink::rejected_cause(op.kind, op.job_id, 404, &message),
-                )),
-                Ok(FlinkAnswer::NotFound(message)) => Some(Outcome::FailureCause(
-                    flink::lost_cause(op.kind, op.job_id, op.request_id, &message),
-                )),
-                Ok(FlinkAnswer::Rejected(code, message)) => Some(Outcome::FailureCause(
-                    flink::rejected_cause(op.kind, op.job_id, code, &message),
-                )),
-                Ok(FlinkAnswer::Failed(cause)) => Some(Outcome::FailureCause(cause)),
-                Err(flink::Unreachable(message)) => {
-                    tracing::warn!(error = %message, "Flink unreachable; retrying");
-                    last_error = Some(message);
-                    failures = failures.saturating_add(1);
-                    None
-                }
-            };
+                last_error = None;
+                failures = 0;
+                None
+            }
+            Ok(FlinkAnswer::InProgress) => {
+                last_error = None;
+                failures = 0;
+                None
+            }
+            Ok(FlinkAnswer::Completed(outcome)) => {
+                Some(disposal_outcome(&op, asked_before, outcome))
+            }
+            // A disposal Flink forgot (a JobManager failover): asked again, it finds the
+            // savepoint disposed of, or disposes of it.
+            Ok(FlinkAnswer::NotFound(_)) if op.kind == OperationKind::Disposal && triggered => {
+                triggered = false;
+                asked_before = true;
+                None
+            }
+            // A trigger answered 404 was never accepted: nothing is there to lose (a
+            // flink-rest-url that is not Flink's REST root, say).
+            Ok(FlinkAnswer::NotFound(message)) if !triggered => Some(Outcome::FailureCause(
+                flink::rejected_cause(&op, 404, &message),
+            )),
+            Ok(FlinkAnswer::NotFound(message)) => {
+                Some(Outcome::FailureCause(flink::lost_cause(&op, &message)))
+            }
+            Ok(FlinkAnswer::Rejected(code, message)) => Some(Outcome::FailureCause(
+                flink::rejected_cause(&op, code, &message),
+            )),
+            Ok(FlinkAnswer::Failed(cause)) => Some(Outcome::FailureCause(cause)),
+            Err(flink::Unreachable(message)) => {
+                tracing::warn!(error = %message, "Flink unreachable; retrying");
+                last_error = Some(message);
+                failures = failures.saturating_add(1);
+                None
+            }
+        };
         if let Some(outcome) = outcome {
             return finish(store, &config.metrics, &key, fence, outcome).await;
         }
@@ -593,14 +596,9 @@ async fn drive_held(
             }
             Err(e) => log_store_error("renewing a savepoint lease", &e),
         }
-        let pause = if failures == 0 {
-            config.poll_interval
-        } else {
-            let factor = 2u32.saturating_pow(failures.min(16) - 1);
-            config
-                .poll_interval
-                .saturating_mul(factor)
-                .min(config.max_backoff)
+        let pause = match failures.checked_sub(1) {
+            None => config.poll_interval,
+            Some(before) => Backoff::new(config.poll_interval, config.max_backoff).pause(before),
         };
         // Renewed at least three times per lease, however long the pause would be.
         let pause = pause.min(config.lease / 3);
@@ -673,11 +671,11 @@ fn disposal_outcome(op: &Operation, asked_before: bool, outcome: Outcome) -> Out
 }
 
 /// A random name for one serve process, as lease owner.
-pub fn owner_name() -> String {
+pub fn owner_name() -> Owner {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "jobstore".into());
-    format!(
+    Owner::from(format!(
         "{host}/{}/{}",
         std::process::id(),
         &crate::ids::TriggerId::random().to_string()[..8]
-    )
+    ))
 }

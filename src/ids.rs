@@ -172,12 +172,6 @@ hex_id!(
     TriggerId
 );
 
-impl JobId {
-    /// The job of an operation that belongs to none (a disposal asked through Flink's
-    /// `POST /savepoint-disposal`, which names no job): all zeros, which Flink never makes.
-    pub const NONE: JobId = JobId(0);
-}
-
 impl TriggerId {
     /// A trigger id derived from `parts` (the first 16 bytes of their SHA-256): the same
     /// parts give the same id in every process, so that two replicas, a crash or a retry
@@ -224,6 +218,7 @@ macro_rules! checked_text {
         }
     };
 }
+pub(crate) use checked_text;
 
 /// Flink's `high-availability.cluster-id`: entries of different clusters never meet.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -17,12 +17,13 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
 use crate::flink::FlinkClient;
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::metrics::Metrics;
 use crate::store::{
-    Expired, FlinkJob, NewOperation, Operation, OperationKey, OperationKind, Schedule, SettingKind,
-    Store, StoreError, Trigger,
+    Expired, FlinkJob, NewOperation, Operation, OperationJob, OperationKey, OperationKind,
+    Schedule, SettingKind, Store, StoreError, Trigger,
 };
 
 /// How often failed scheduled operations and disposals are tried again at most (the
@@ -36,10 +37,9 @@ pub const CLUSTER_CONCURRENCY: usize = 16;
 /// at most this often; the ones between are counted in the next.
 pub const WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// First pause before a cluster whose pass panicked is served again (doubled at each
-/// further panic, at most [`MAX_PANIC_BACKOFF`]).
-const PANIC_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_PANIC_BACKOFF: Duration = Duration::from_secs(60);
+/// The pause before a cluster whose pass panicked is served again: 1 s, doubled at each
+/// further panic in a row, at most a minute.
+const PANIC_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// What one pass made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -158,7 +158,7 @@ async fn retries_and_retention(store: &dyn Store, retry_backoff: Duration) -> (u
                     Ok((_, true)) => retried += 1,
                     Ok(_) => {}
                     Err(e) => {
-                        tracing::warn!(cluster = %failed.cluster_id, job = %failed.job_id, request = %failed.request_id, error = %e, "cannot try a failed scheduled operation again")
+                        tracing::warn!(cluster = %failed.cluster_id, job = %OperationJob(failed.job_id), request = %failed.request_id, error = %e, "cannot try a failed scheduled operation again")
                     }
                 }
             }
@@ -232,7 +232,9 @@ pub struct Passes {
     metrics: Arc<Metrics>,
     running: JoinSet<(ClusterId, Result<usize, ClusterError>)>,
     serving: HashMap<tokio::task::Id, ClusterId>,
-    backoff: HashMap<ClusterId, (Instant, Duration)>,
+    /// A cluster whose pass panicked: until when it waits, and how many panics in a row
+    /// came before the last.
+    backoff: HashMap<ClusterId, (Instant, u32)>,
     warnings: Warnings,
 }
 
@@ -340,14 +342,15 @@ impl Passes {
                             .task_restarts
                             .with_label_values(&["cluster_schedules"])
                             .inc();
-                        let pause = match cluster.as_ref().and_then(|c| self.backoff.get(c)) {
-                            Some((_, last)) => (*last * 2).min(MAX_PANIC_BACKOFF),
-                            None => PANIC_BACKOFF,
-                        };
+                        let before = cluster
+                            .as_ref()
+                            .and_then(|c| self.backoff.get(c))
+                            .map_or(0, |(_, panics)| panics + 1);
+                        let pause = PANIC_BACKOFF.pause(before);
                         tracing::error!(cluster = ?cluster.as_ref().map(ClusterId::as_str), panic = %panic_text(e.into_panic().as_ref()), backoff = ?pause, "serving a cluster's savepoint schedules panicked; serving it again after a backoff");
                         if let Some(cluster) = cluster {
                             self.backoff
-                                .insert(cluster, (Instant::now() + pause, pause));
+                                .insert(cluster, (Instant::now() + pause, before));
                         }
                     }
                 }
@@ -423,7 +426,7 @@ async fn serve_due(
         });
         for job in targets {
             let name = Some(job.name.clone()).filter(|n| FlinkJob::name_is_keepable(n));
-            let new = scheduled(s, job.job_id, name, &default_dir, 0);
+            let new = scheduled(s, Some(job.job_id), name, &default_dir, 0);
             if let Some(new) = new
                 && store.create_operation(&new).await?.1
             {
@@ -437,14 +440,17 @@ async fn serve_due(
 
 /// The operation a schedule makes for a job at its due time (try `retry`).
 fn scheduled(
-    s: &Schedule, job: JobId, job_name: Option<String>, default_dir: &Option<String>, retry: i32,
+    s: &Schedule, job: Option<JobId>, job_name: Option<String>, default_dir: &Option<String>,
+    retry: i32,
 ) -> Option<NewOperation> {
     let due = s.next_due_at?;
+    // The parts of the derived id are texts: the job as operations keep it, the schedule's
+    // scope as its row keeps it (the cluster's: '').
     let scope = s.job_id.map(|j| j.to_string()).unwrap_or_default();
     let request = TriggerId::derive(&[
         "schedule",
         s.cluster_id.as_str(),
-        &job.to_string(),
+        &OperationJob(job).to_string(),
         &scope,
         &crate::store::epoch_ms(due).to_string(),
         &retry.to_string(),
@@ -495,7 +501,7 @@ fn retry_of(failed: &Operation) -> NewOperation {
         &new.retry.to_string(),
     ]);
     new.checkpoint_type = failed.checkpoint_type;
-    tracing::info!(cluster = %failed.cluster_id, job = %failed.job_id, retry = new.retry, "trying a failed scheduled operation again");
+    tracing::info!(cluster = %failed.cluster_id, job = %OperationJob(failed.job_id), retry = new.retry, "trying a failed scheduled operation again");
     new
 }
 
@@ -511,7 +517,7 @@ fn disposal(cluster: &ClusterId, expired: &Expired) -> NewOperation {
     let mut new = NewOperation::new(
         OperationKey {
             cluster: cluster.clone(),
-            job: expired.job_id,
+            job: Some(expired.job_id),
             request,
         },
         OperationKind::Disposal,

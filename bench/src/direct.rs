@@ -167,7 +167,7 @@ impl Store {
 fn key(cluster: &Cluster, job: Id, trigger: Id) -> OperationKey {
     OperationKey {
         cluster: cluster.0.clone(),
-        job: job.job(),
+        job: Some(job.job()),
         request: trigger.trigger(),
     }
 }

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::ids::{JobId, TriggerId};
-use crate::store::OperationKind;
+use crate::store::{Operation, OperationKind};
 
 /// A failure-cause of jobstore's own, shaped like Flink's (`class`, `stack-trace`,
 /// `serialized-throwable`): Flink's REST client (`flink savepoint`, `flink stop`) decodes the
@@ -24,25 +23,23 @@ pub fn failure_cause(class: &str, message: &str) -> Value {
 
 /// What an operation of this kind is called in jobstore's own failure-causes, and ` for
 /// job J` unless it belongs to no job (a disposal).
-fn operation_words(kind: OperationKind, job: JobId) -> (&'static str, String) {
-    let what = match kind {
+fn operation_words(op: &Operation) -> (&'static str, String) {
+    let what = match op.kind {
         OperationKind::Checkpoint => "checkpoint",
         OperationKind::Disposal => "savepoint disposal",
         _ => "savepoint",
     };
-    let of_job = if job == JobId::NONE {
-        String::new()
-    } else {
-        format!(" for job {job}")
-    };
+    let of_job = op
+        .job_id
+        .map(|job| format!(" for job {job}"))
+        .unwrap_or_default();
     (what, of_job)
 }
 
 /// The failure-cause of an operation Flink no longer knows.
-pub fn lost_cause(
-    kind: OperationKind, job: JobId, request: TriggerId, flink_message: &str,
-) -> Value {
-    let (what, of_job) = operation_words(kind, job);
+pub fn lost_cause(op: &Operation, flink_message: &str) -> Value {
+    let (what, of_job) = operation_words(op);
+    let request = op.request_id;
     failure_cause(
         "FlinkOperationLostException",
         &format!(
@@ -55,8 +52,8 @@ pub fn lost_cause(
 }
 
 /// The failure-cause of an operation Flink refused.
-pub fn rejected_cause(kind: OperationKind, job: JobId, code: u16, flink_message: &str) -> Value {
-    let (what, of_job) = operation_words(kind, job);
+pub fn rejected_cause(op: &Operation, code: u16, flink_message: &str) -> Value {
+    let (what, of_job) = operation_words(op);
     failure_cause(
         "FlinkRequestRejectedException",
         &format!("Flink refused the {what} request{of_job} with {code}: {flink_message}"),

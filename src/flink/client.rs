@@ -11,7 +11,7 @@ use super::{
     failure_cause,
 };
 use crate::ids::{FlinkRestUrl, TriggerId};
-use crate::store::{FlinkJob, Operation, OperationKind, Outcome};
+use crate::store::{FlinkJob, Operation, OperationJob, OperationKind, Outcome};
 
 #[derive(Clone)]
 pub struct FlinkClient {
@@ -68,6 +68,9 @@ impl FlinkClient {
     pub async fn trigger(
         &self, base: &FlinkRestUrl, op: &Operation,
     ) -> Result<FlinkAnswer, Unreachable> {
+        // The job of a job's route (an operation of no job, which only a disposal is, names
+        // the id Flink never makes).
+        let job = OperationJob(op.job_id);
         // Flink's savepoint and stop bodies differ in two field names.
         let savepoint = |route: &str, dir: &str, flag: &str, on: OperationKind| {
             let mut body = serde_json::Map::new();
@@ -75,7 +78,7 @@ impl FlinkClient {
             body.insert(flag.to_owned(), json!(op.kind == on));
             body.insert("triggerId".to_owned(), json!(op.request_id));
             body.insert("formatType".to_owned(), json!(op.format_type.as_str()));
-            (format!("/jobs/{}/{route}", op.job_id), Value::Object(body))
+            (format!("/jobs/{job}/{route}"), Value::Object(body))
         };
         let (path, body) = match op.kind {
             OperationKind::Savepoint | OperationKind::CancelWithSavepoint => savepoint(
@@ -91,7 +94,7 @@ impl FlinkClient {
                 OperationKind::TerminateWithSavepoint,
             ),
             OperationKind::Checkpoint => (
-                format!("/jobs/{}/checkpoints", op.job_id),
+                format!("/jobs/{job}/checkpoints"),
                 json!({
                     "checkpointType": op.checkpoint_type.map(|t| t.as_str()),
                     "triggerId": op.request_id,
@@ -125,15 +128,16 @@ impl FlinkClient {
     pub async fn status(
         &self, base: &FlinkRestUrl, op: &Operation, flink_trigger: Option<TriggerId>,
     ) -> Result<FlinkAnswer, Unreachable> {
+        let job = OperationJob(op.job_id);
         let path = match op.kind {
             OperationKind::Checkpoint => {
-                format!("/jobs/{}/checkpoints/{}", op.job_id, op.request_id)
+                format!("/jobs/{job}/checkpoints/{}", op.request_id)
             }
             OperationKind::Disposal => format!(
                 "/savepoint-disposal/{}",
                 flink_trigger.unwrap_or(op.request_id)
             ),
-            _ => format!("/jobs/{}/savepoints/{}", op.job_id, op.request_id),
+            _ => format!("/jobs/{job}/savepoints/{}", op.request_id),
         };
         let (code, body) = match self
             .exchange(base, reqwest::Method::GET, &path, None)

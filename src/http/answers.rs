@@ -71,7 +71,10 @@ impl<T: ToSchema> ToSchema for Nullable<T> {
     }
 
     fn schemas(
-        schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>,
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
     ) {
         T::schemas(schemas);
     }
@@ -238,7 +241,7 @@ impl<'a> OperationAnswer<'a> {
         let checkpoint = op.kind == OperationKind::Checkpoint;
         OperationAnswer {
             cluster_id: &op.cluster_id,
-            job_id: (op.job_id != JobId::NONE).then_some(op.job_id).into(),
+            job_id: op.job_id.into(),
             request_id: op.request_id,
             kind: op.kind,
             status: op.status,

@@ -28,8 +28,9 @@ use super::results::parse_limit;
 use super::{AppState, parse_cluster, parse_hex};
 use crate::ids::{ClusterId, JobId};
 use crate::store::{
-    Epoch, Fence, HaKind, HandlePage, HandleVersion, LeaderInfo, LeaseView, MAX_HANDLE_BYTES,
-    StateHandle, StateHandleKey, Store, StoreError, StoreResult,
+    CheckpointId, Component, Epoch, Fence, HaKind, HandlePage, HandleVersion, Holder, Leader,
+    LeaderInfo, LeaseView, MAX_HANDLE_BYTES, StateHandle, StateHandleKey, Store, StoreError,
+    StoreResult,
 };
 
 /// Most handle bytes one page of a state-handle listing holds (beyond its first handle).
@@ -88,9 +89,9 @@ impl ComponentPath {
         parse_cluster(&self.cluster)
     }
 
-    fn component(&self) -> ApiResult<&str> {
+    fn component(&self) -> ApiResult<Component> {
         text("component", &self.component, 256)?;
-        Ok(&self.component)
+        Ok(Component::from(self.component.as_str()))
     }
 }
 
@@ -189,11 +190,9 @@ impl CheckedPath for ClusterPath {
 }
 
 impl CheckedPath for ComponentPath {
-    type Checked = (ClusterId, String);
-    fn check(self) -> ApiResult<(ClusterId, String)> {
-        let cluster = self.cluster()?;
-        self.component()?;
-        Ok((cluster, self.component))
+    type Checked = (ClusterId, Component);
+    fn check(self) -> ApiResult<(ClusterId, Component)> {
+        Ok((self.cluster()?, self.component()?))
     }
 }
 
@@ -568,7 +567,11 @@ async fn acquire(
     let duration = lease_duration(b.duration_ms)?;
     let mut left = None;
     for _ in 0..ACQUIRE_TRIES {
-        if let Some(l) = state.store.acquire_lease(&c, &b.holder, duration).await? {
+        if let Some(l) = state
+            .store
+            .acquire_lease(&c, &Holder::from(b.holder.as_str()), duration)
+            .await?
+        {
             let acquired = Acquired {
                 epoch: l.epoch,
                 lease_id: l.lease_id,
@@ -609,7 +612,7 @@ async fn renew(
     let duration = lease_duration(b.duration_ms)?;
     if state
         .store
-        .renew_lease(&c, &b.holder, fence, duration)
+        .renew_lease(&c, &Holder::from(b.holder.as_str()), fence, duration)
         .await?
     {
         Ok(Json(Renewed { epoch: b.epoch }))
@@ -623,7 +626,10 @@ async fn release(
     State(state): State<AppState>, HaWrite(c, b): HaWrite<ClusterPath, ReleaseRequest>,
 ) -> ApiResult<Json<Released>> {
     let fence = held(&b.holder, || b.fence())?;
-    let released = state.store.release_lease(&c, &b.holder, fence).await?;
+    let released = state
+        .store
+        .release_lease(&c, &Holder::from(b.holder.as_str()), fence)
+        .await?;
     Ok(Json(Released { released }))
 }
 
@@ -721,7 +727,15 @@ async fn publish_leader_info(
     text("session-id", &b.session_id, 256)?;
     let info = state
         .store
-        .publish_leader_info(&c, fence, &component, &b.address, &b.session_id)
+        .publish_leader_info(
+            &c,
+            fence,
+            &component,
+            Leader {
+                address: &b.address,
+                session_id: &b.session_id,
+            },
+        )
         .await
         .map_err(ApiError::from)?;
     Ok(Json(LeaderInfoAnswer::from(&info)).into_response())
@@ -733,7 +747,7 @@ async fn get_leader_info(
 ) -> ApiResult<Response> {
     let c = path.cluster()?;
     let component = path.component()?;
-    match state.store.get_leader_info(&c, component).await? {
+    match state.store.get_leader_info(&c, &component).await? {
         Some(i) => Ok(Json(LeaderInfoAnswer::from(&i)).into_response()),
         None => Err(ApiError::NotFound(format!(
             "no leader information for {component}"
@@ -1035,7 +1049,7 @@ async fn increment_counter(
         .counter_get_and_increment(&c, b.fence()?, job)
         .await
         .map_err(ApiError::from)?;
-    Ok(Json(Counter { value }))
+    Ok(Json(Counter { value: value.0 }))
 }
 
 #[utoipa::path(get, path = "/v1/clusters/{cluster}/ha/counters/{jobid}", tag = "ha", summary = "The next checkpoint id of a job", params(JobPath), responses((status = 200, description = "The value", body = Counter), (status = 400, description = "Malformed id or body", body = ErrorBody), (status = 404, description = "No counter", body = ErrorBody)))]
@@ -1045,7 +1059,7 @@ async fn get_counter(
     let c = parse_cluster(&path.cluster)?;
     let job = parse_hex("job id", &path.jobid)?;
     match state.store.counter_get(&c, job).await? {
-        Some(value) => Ok(Json(Counter { value })),
+        Some(value) => Ok(Json(Counter { value: value.0 })),
         None => Err(ApiError::NotFound(format!("no counter for job {job}"))),
     }
 }
@@ -1058,7 +1072,7 @@ async fn set_counter(
     let value = positive("value", b.value)?;
     state
         .store
-        .counter_set(&c, fence, job, value)
+        .counter_set(&c, fence, job, CheckpointId(value))
         .await
         .map_err(ApiError::from)?;
     Ok(Json(Counter { value }))

@@ -31,8 +31,8 @@ use super::savepoints::{
 use crate::ids::{ClusterId, JobId, TriggerId};
 use crate::result_file::reject_nul;
 use crate::store::{
-    CheckpointType, FindOperation, FormatType, NewOperation, OperationKey, OperationKind,
-    Retention, Schedule, Setting, SettingKind,
+    CheckpointType, FindOperation, FormatType, NewOperation, OperationJob, OperationKey,
+    OperationKind, Retention, Schedule, Setting, SettingKind,
 };
 
 /// Shortest schedule interval.
@@ -120,7 +120,8 @@ async fn checkpoint_status(
         Some(op) => Ok(Json(FlinkStatus::of(&op))),
         None => Err(ApiError::NotFound(format!(
             "There is no checkpoint operation with triggerId={} for job {}.",
-            key.request, key.job
+            key.request,
+            OperationJob(key.job)
         ))),
     }
 }
@@ -134,7 +135,7 @@ async fn trigger_checkpoint(
     let (checkpoint_type, trigger_id) = parse_checkpoint_body(&bytes)?;
     let key = OperationKey {
         cluster,
-        job,
+        job: Some(job),
         request: trigger_id.unwrap_or_else(TriggerId::random),
     };
     let kind = OperationKind::Checkpoint;
@@ -173,7 +174,7 @@ async fn disposal_status(
 }
 
 /// Flink answers 200 here (not 202) and takes no trigger id from its client; the path is
-/// required. The operation belongs to no job ([`JobId::NONE`]).
+/// required. The operation belongs to no job.
 #[utoipa::path(post, path = "/savepoint-disposal", tag = "disposal", summary = "Dispose of a savepoint{scope}, as Flink's POST /savepoint-disposal", request_body(content = SavepointDisposalRequest), responses((status = 200, description = "Accepted (Flink answers 200 here)", body = RequestId), (status = 400, description = "No savepoint-path", body = ErrorBody)))]
 async fn trigger_disposal(
     State(state): State<AppState>, PathParams(params): Params, RawBody(bytes): RawBody,
@@ -192,7 +193,7 @@ async fn trigger_disposal(
     };
     let key = OperationKey {
         cluster,
-        job: JobId::NONE,
+        job: None,
         request: TriggerId::random(),
     };
     start(
@@ -519,7 +520,8 @@ async fn latest_of_job(
     State(state): State<AppState>, PathParams(path): PathParams<JobScopePath>,
 ) -> ApiResult<Response> {
     let (cluster, job) = path.scope()?;
-    let job = job.unwrap_or(JobId::NONE);
+    // The route names a job (`{jobid}`).
+    let job = job.ok_or_else(|| ApiError::BadRequest("a job id is required".into()))?;
     match state
         .store
         .find_operation(&cluster, FindOperation::LatestSavepoint(job))

@@ -25,7 +25,7 @@ use crate::result_file::schema::FailureCause;
 use crate::result_file::{reject_long_numbers, reject_nul};
 use crate::store::{
     ClusterConfig, ConfiguredBy, FormatType, NewOperation, Operation, OperationFilter,
-    OperationKey, OperationKind, OperationStatus, Outcome, StoreError,
+    OperationJob, OperationKey, OperationKind, OperationStatus, Outcome, StoreError,
 };
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -145,7 +145,7 @@ impl FlinkPath {
     pub(super) fn key(&self, state: &AppState) -> ApiResult<OperationKey> {
         Ok(OperationKey {
             cluster: self.cluster(state)?,
-            job: self.job()?,
+            job: Some(self.job()?),
             request: self.trigger()?,
         })
     }
@@ -293,7 +293,7 @@ async fn start_operation(
     if let Some(request) = body.trigger_id {
         let key = OperationKey {
             cluster: cluster.clone(),
-            job,
+            job: Some(job),
             request,
         };
         if let Some(op) = state.store.get_operation(&key).await? {
@@ -327,7 +327,7 @@ async fn start_operation(
     };
     let key = OperationKey {
         cluster,
-        job,
+        job: Some(job),
         request: body.trigger_id.unwrap_or_else(TriggerId::random),
     };
     let mut new = NewOperation::new(key, kind);
@@ -341,7 +341,7 @@ async fn start_operation(
 pub(super) async fn create(state: &AppState, new: &NewOperation) -> ApiResult<Operation> {
     let (op, created) = state.store.create_operation(new).await?;
     if created {
-        tracing::info!(cluster = %op.cluster_id, job = %op.job_id, request = %op.request_id, kind = op.kind.as_str(), "operation created");
+        tracing::info!(cluster = %op.cluster_id, job = %OperationJob(op.job_id), request = %op.request_id, kind = op.kind.as_str(), "operation created");
         state.executor_wakeup.notify_waiters();
     }
     Ok(op)
@@ -355,7 +355,7 @@ async fn status(
     match state.store.get_operation(&key).await? {
         Some(op) if op.kind.is_savepoint() => Ok(Json(FlinkStatus::of(&op))),
         _ => Err(ApiError::OperationNotFound {
-            job: key.job,
+            job: params.job()?,
             trigger: key.request,
         }),
     }
@@ -401,7 +401,7 @@ async fn complete(
     };
     let key = OperationKey {
         cluster,
-        job,
+        job: Some(job),
         request,
     };
     // A checkpoint or a disposal is completed here with a failure-cause only (the schema
@@ -499,7 +499,7 @@ async fn list(
     let next = if ops.len() > limit as usize {
         ops.truncate(limit as usize);
         ops.last()
-            .map(|op| format!("{}{}", op.job_id, op.request_id))
+            .map(|op| format!("{}{}", OperationJob(op.job_id), op.request_id))
     } else {
         None
     };

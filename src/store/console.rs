@@ -1,4 +1,4 @@
-//! What the operator console (`/ui/`) reads beyond the [`Store`](super::Store) trait: the
+//! What the operator console (`/ui/`) reads beyond the [`Store`](super::Store) traits: the
 //! overview's counts, pages ordered for people (newest first, dirty first), and the console's
 //! sign-in sessions (`ui_sessions`, shared by every replica). Implemented by `SqlStore` in
 //! `sql_store/console.rs`; the SQL is in `sql/common/console_*.sql` and `ui_sessions_*.sql`.
@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{Epoch, Operation, OperationStatus, ResultEntry, StoreResult};
+use super::{LeaseView, Operation, OperationStatus, ResultEntry, StoreResult};
 use crate::ids::{ClusterId, JobId};
 
 /// A count per cluster.
@@ -25,22 +25,21 @@ pub struct JobCount {
     pub count: i64,
 }
 
-/// A cluster's lease for people: the holder, epoch, when it was acquired and lapses, read at
-/// the database's time. Never its lease id.
+/// A cluster's lease for people: its holder, epoch and expiry, read at the database's time
+/// (never its lease id), and when it was acquired.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct LeaseSummary {
     pub cluster_id: String,
-    pub holder: String,
-    pub epoch: Epoch,
     pub acquired_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-    pub read_at: DateTime<Utc>,
+    #[sqlx(flatten)]
+    pub lease: LeaseView,
 }
 
-impl LeaseSummary {
-    pub fn live(&self) -> bool {
-        self.expires_at > self.read_at
-    }
+/// Which rows of a listing a page shows: at most `limit`, after the first `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rows {
+    pub limit: u32,
+    pub offset: u32,
 }
 
 #[async_trait]
@@ -51,10 +50,15 @@ pub trait ConsoleStore: Send + Sync {
     /// Every cluster's lease.
     async fn leases(&self) -> StoreResult<Vec<LeaseSummary>>;
 
-    /// A page of a cluster's operations, newest first.
+    /// A cluster's lease; `None` when the cluster was never leased.
+    async fn lease(&self, cluster: &ClusterId) -> StoreResult<Option<LeaseSummary>>;
+
+    /// The jobs with checkpoints in the cluster's HA services, with their counts.
+    async fn checkpoint_jobs(&self, cluster: &ClusterId, limit: u32) -> StoreResult<Vec<JobCount>>;
+
+    /// A page of a cluster's operations (of one job, of one status), newest first.
     async fn recent_operations(
-        &self, cluster: &ClusterId, job: Option<JobId>, status: Option<OperationStatus>,
-        limit: u32, offset: u32,
+        &self, cluster: &ClusterId, job: Option<JobId>, status: Option<OperationStatus>, rows: Rows,
     ) -> StoreResult<Vec<Operation>>;
 
     /// A job's newest `limit` operations, in time order (oldest first).
@@ -69,16 +73,13 @@ pub trait ConsoleStore: Send + Sync {
 
     /// A page of job results, dirty first (oldest first), then clean (recently cleaned first).
     async fn job_results_page(
-        &self, cluster: &ClusterId, limit: u32, offset: u32,
+        &self, cluster: &ClusterId, rows: Rows,
     ) -> StoreResult<Vec<ResultEntry>>;
 
     /// Application results, dirty first, newest first.
     async fn application_results_page(
         &self, cluster: &ClusterId, limit: u32,
     ) -> StoreResult<Vec<ResultEntry>>;
-
-    /// The jobs with checkpoints in the cluster's HA services, with their counts.
-    async fn checkpoint_jobs(&self, cluster: &ClusterId, limit: u32) -> StoreResult<Vec<JobCount>>;
 
     /// Stores a session (hex SHA-256 of its id and of its token), after removing expired
     /// sessions and the oldest beyond `keep - 1`.

@@ -5,9 +5,9 @@
 //! covers them all. Each request is answered only once the transaction that holds its row
 //! committed, with the answer it would have got alone:
 //!
-//! - PostgreSQL: the whole batch is one autocommitted statement (`BATCH_POSTGRES`: the
-//!   inserts with `ON CONFLICT DO NOTHING`, the updates of dirty rows, each over `unnest` of
-//!   the batch's arrays). A create the statement did not insert met a present id (409); a
+//! - PostgreSQL: the whole batch is one autocommitted statement
+//!   (`sql/postgres_only/results_batch.sql`: the inserts with `ON CONFLICT DO NOTHING`, the
+//!   updates of dirty rows, each over `unnest` of the batch's arrays). A create the statement did not insert met a present id (409); a
 //!   mark-clean it did not update is read again on the writer (already clean: answered as
 //!   it is; absent: 404), as the single-row path does. A statement that fails for a row's
 //!   sake (a data exception or a constraint of class 22/23) or for a deadlock or
@@ -25,9 +25,9 @@
 //! A batch takes at most `max_rows` rows and `max_bytes` bytes of results, and at most one
 //! write per entry (a second write of the same entry waits for the next batch, so that the
 //! two are ordered as they would be alone). The queue in front holds at most `queue`
-//! requests; a request finds room or waits (within `--db-timeout`, then 503). A request
-//! whose caller gave up (its `--db-timeout` passed) before its batch was taken is not
-//! written.
+//! requests; a request finds room or waits (within its call's `--db-timeout`, then 503). A
+//! request whose caller gave up (its `--db-timeout` passed) before its batch was taken is not
+//! written. A flush is bounded by `--db-timeout` of its own.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -35,14 +35,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use prometheus::{Histogram, HistogramOpts, IntCounter};
 use serde_json::Value;
-use sqlx::postgres::PgConnection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::db::{Arg, Db, On, Tx};
+use super::db::{Db, Deadline, On, Side, Tx, params, pg_statement, statement};
 use super::model::{ResultEntry, ResultState};
-use super::postgres::Link;
-use super::sql;
-use super::sql_store::{ResultRow, entry, pick};
+use super::sql_store::{NewResult, ResultKey, ResultRow, entry, pick};
 use super::{StoreError, StoreResult};
 use crate::ids::ClusterId;
 use crate::result_file::{ResultId, ResultKind};
@@ -154,7 +151,10 @@ impl GroupCommit {
         GroupCommit { queue, metrics }
     }
 
-    async fn submit(&self, cluster: &ClusterId, id: ResultId, op: Op) -> StoreResult<ResultEntry> {
+    /// Queues a write and waits for its answer, both within the caller's deadline.
+    async fn submit(
+        &self, deadline: Deadline, cluster: &ClusterId, id: ResultId, op: Op,
+    ) -> StoreResult<ResultEntry> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             cluster: cluster.clone(),
@@ -162,27 +162,33 @@ impl GroupCommit {
             op,
             reply,
         };
-        if self.queue.send(job).await.is_err() {
-            return Err(StoreError::Database(sqlx::Error::PoolClosed));
-        }
-        answer
+        deadline
+            .bound(async {
+                if self.queue.send(job).await.is_err() {
+                    return Err(StoreError::Database(sqlx::Error::PoolClosed));
+                }
+                answer
+                    .await
+                    .unwrap_or(Err(StoreError::Database(sqlx::Error::PoolClosed)))
+            })
             .await
-            .unwrap_or(Err(StoreError::Database(sqlx::Error::PoolClosed)))
     }
 
     pub(crate) async fn create(
-        &self, cluster: &ClusterId, id: ResultId, result: &Value, state: ResultState,
+        &self, deadline: Deadline, cluster: &ClusterId, id: ResultId, result: &Value,
+        state: ResultState,
     ) -> StoreResult<ResultEntry> {
         // The result as the text jobstore writes (serde_json keeps every number as it was
         // parsed): PostgreSQL's json and SQLite's TEXT keep that text.
         let result = result.to_string();
-        self.submit(cluster, id, Op::Create { state, result }).await
+        self.submit(deadline, cluster, id, Op::Create { state, result })
+            .await
     }
 
     pub(crate) async fn clean(
-        &self, cluster: &ClusterId, id: ResultId,
+        &self, deadline: Deadline, cluster: &ClusterId, id: ResultId,
     ) -> StoreResult<ResultEntry> {
-        self.submit(cluster, id, Op::Clean).await
+        self.submit(deadline, cluster, id, Op::Clean).await
     }
 }
 
@@ -218,12 +224,11 @@ async fn run(
         if batch.is_empty() {
             continue;
         }
-        let answers = match tokio::time::timeout(timeout, write(&db, &batch, &metrics)).await {
+        let flush = Deadline::after(timeout);
+        let written = async { Ok::<_, StoreError>(write(&db, &batch, &metrics).await) };
+        let answers = match flush.bound(written).await {
             Ok(answers) => answers,
-            Err(_) => batch
-                .iter()
-                .map(|_| Err(StoreError::Timeout(timeout)))
-                .collect(),
+            Err(e) => every(batch.len(), &e),
         };
         for (job, answer) in batch.into_iter().zip(answers) {
             let _ = job.reply.send(answer);
@@ -269,7 +274,7 @@ async fn write(db: &Db, batch: &[Job], metrics: &GroupMetrics) -> Vec<StoreResul
                 Err(e) => return every(batch.len(), &StoreError::from(e)),
             };
             let mut conn = conn;
-            match postgres_batch(&mut conn, &pg.link, batch).await {
+            match postgres_batch(&mut On::Postgres(&mut conn, &pg.link), batch).await {
                 Ok(answers) => {
                     metrics.rows.observe(batch.len() as f64);
                     answers
@@ -341,7 +346,7 @@ fn sqlite_row_failure(e: &sqlx::Error) -> bool {
 /// One write alone, as without group commit: one autocommitted statement (and a read of
 /// the entry after a mark-clean that changed nothing).
 async fn alone(db: &Db, job: &Job) -> StoreResult<ResultEntry> {
-    let mut conn = db.conn(super::db::Side::Write).await?;
+    let mut conn = db.conn(Side::Write).await?;
     row(&mut conn.on(), job).await.map_err(|e| match e {
         RowFailure::Row(e) | RowFailure::Batch(e) => e,
     })
@@ -369,21 +374,24 @@ async fn row(on: &mut On<'_>, job: &Job) -> Result<ResultEntry, RowFailure> {
         }
     };
     let kind = job.id.kind();
-    let args = [Arg::str(job.cluster.as_str()), Arg::text(job.id)];
+    let key = ResultKey {
+        cluster: &job.cluster,
+        id: job.id,
+    };
     match &job.op {
         Op::Create { state, result } => {
             let insert = pick(
                 kind,
-                sql::JOB_RESULTS_INSERT,
-                sql::APPLICATION_RESULTS_INSERT,
+                statement!(JOB_RESULTS_INSERT),
+                statement!(APPLICATION_RESULTS_INSERT),
             );
-            let args = [
-                Arg::str(job.cluster.as_str()),
-                Arg::text(job.id),
-                Arg::str(result),
-                Arg::str(state.as_str()),
-            ];
-            let row: Option<ResultRow> = on.optional(insert, &args).await.map_err(fail)?;
+            let new = NewResult {
+                cluster: &job.cluster,
+                id: job.id,
+                result,
+                state: *state,
+            };
+            let row: Option<ResultRow> = on.optional(insert, &new).await.map_err(fail)?;
             entry(row)
                 .map_err(RowFailure::Batch)?
                 .ok_or(RowFailure::Batch(StoreError::Database(
@@ -393,17 +401,21 @@ async fn row(on: &mut On<'_>, job: &Job) -> Result<ResultEntry, RowFailure> {
         Op::Clean => {
             let clean = pick(
                 kind,
-                sql::JOB_RESULTS_MARK_CLEAN,
-                sql::APPLICATION_RESULTS_MARK_CLEAN,
+                statement!(JOB_RESULTS_MARK_CLEAN),
+                statement!(APPLICATION_RESULTS_MARK_CLEAN),
             );
-            let cleaned: Option<ResultRow> = on.optional(clean, &args).await.map_err(fail)?;
+            let cleaned: Option<ResultRow> = on.optional(clean, &key).await.map_err(fail)?;
             if let Some(cleaned) = entry(cleaned).map_err(RowFailure::Batch)? {
                 return Ok(cleaned);
             }
             // Not dirty: already clean (answered as it is, same cleaned-at) or absent. A
             // new statement on the writer sees every committed clean, also a concurrent one.
-            let get = pick(kind, sql::JOB_RESULTS_GET, sql::APPLICATION_RESULTS_GET);
-            let found: Option<ResultRow> = on.optional(get, &args).await.map_err(fail)?;
+            let get = pick(
+                kind,
+                statement!(JOB_RESULTS_GET),
+                statement!(APPLICATION_RESULTS_GET),
+            );
+            let found: Option<ResultRow> = on.optional(get, &key).await.map_err(fail)?;
             entry(found)
                 .map_err(RowFailure::Batch)?
                 .ok_or(RowFailure::Row(StoreError::NotFound))
@@ -467,36 +479,59 @@ async fn sqlite_batch(
     }
 }
 
-/// The whole batch in one statement, autocommitted: one transaction, one WAL flush.
-/// `$1..$4`: job creates (cluster, id, state, result); `$5..$8` application creates;
-/// `$9, $10` job mark-cleans (cluster, id); `$11, $12` application mark-cleans. Each row
-/// answered says which part wrote it (`op`: 0..3 in that order).
-const BATCH_POSTGRES: &str = "\
-WITH jc AS (
-  INSERT INTO job_results (cluster_id, job_id, state, result, cleaned_at)
-  SELECT c, i, s, r::json, CASE WHEN s = 'clean' THEN now() END
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(c, i, s, r)
-  ON CONFLICT DO NOTHING
-  RETURNING cluster_id, job_id AS id, state, result, created_at, cleaned_at
-), ac AS (
-  INSERT INTO application_results (cluster_id, application_id, state, result, cleaned_at)
-  SELECT c, i, s, r::json, CASE WHEN s = 'clean' THEN now() END
-    FROM unnest($5::text[], $6::text[], $7::text[], $8::text[]) AS t(c, i, s, r)
-  ON CONFLICT DO NOTHING
-  RETURNING cluster_id, application_id AS id, state, result, created_at, cleaned_at
-), jm AS (
-  UPDATE job_results r SET state = 'clean', cleaned_at = now()
-    FROM unnest($9::text[], $10::text[]) AS t(c, i)
-   WHERE r.cluster_id = t.c AND r.job_id = t.i AND r.state = 'dirty'
-  RETURNING r.cluster_id, r.job_id AS id, r.state, r.result, r.created_at, r.cleaned_at
-), am AS (
-  UPDATE application_results r SET state = 'clean', cleaned_at = now()
-    FROM unnest($11::text[], $12::text[]) AS t(c, i)
-   WHERE r.cluster_id = t.c AND r.application_id = t.i AND r.state = 'dirty'
-  RETURNING r.cluster_id, r.application_id AS id, r.state, r.result, r.created_at, r.cleaned_at
-)
-SELECT 0 AS op, * FROM jc UNION ALL SELECT 1, * FROM ac
-UNION ALL SELECT 2, * FROM jm UNION ALL SELECT 3, * FROM am";
+params! {
+    /// The batch statement's arrays (`results_batch`): for each kind, the creates' clusters,
+    /// ids, states and results, and the mark-cleans' clusters and ids, row by row.
+    #[derive(Default)]
+    struct BatchColumns {
+        job_create_clusters: Vec<String>,
+        job_create_ids: Vec<String>,
+        job_create_states: Vec<String>,
+        job_create_results: Vec<String>,
+        application_create_clusters: Vec<String>,
+        application_create_ids: Vec<String>,
+        application_create_states: Vec<String>,
+        application_create_results: Vec<String>,
+        job_clean_clusters: Vec<String>,
+        job_clean_ids: Vec<String>,
+        application_clean_clusters: Vec<String>,
+        application_clean_ids: Vec<String>,
+    }
+}
+
+impl BatchColumns {
+    /// Adds a job's row to the arrays of its part.
+    fn push(&mut self, job: &Job) {
+        let c = self;
+        let (clusters, ids, values) = match (&job.op, job.id.kind()) {
+            (Op::Create { .. }, ResultKind::Job) => (
+                &mut c.job_create_clusters,
+                &mut c.job_create_ids,
+                Some((&mut c.job_create_states, &mut c.job_create_results)),
+            ),
+            (Op::Create { .. }, ResultKind::Application) => (
+                &mut c.application_create_clusters,
+                &mut c.application_create_ids,
+                Some((
+                    &mut c.application_create_states,
+                    &mut c.application_create_results,
+                )),
+            ),
+            (Op::Clean, ResultKind::Job) => (&mut c.job_clean_clusters, &mut c.job_clean_ids, None),
+            (Op::Clean, ResultKind::Application) => (
+                &mut c.application_clean_clusters,
+                &mut c.application_clean_ids,
+                None,
+            ),
+        };
+        clusters.push(job.cluster.to_string());
+        ids.push(job.id.to_string());
+        if let (Op::Create { state, result }, Some((states, results))) = (&job.op, values) {
+            states.push(state.as_str().to_owned());
+            results.push(result.clone());
+        }
+    }
+}
 
 #[derive(sqlx::FromRow)]
 struct BatchRow {
@@ -509,7 +544,7 @@ struct BatchRow {
     cleaned_at: Option<DateTime<Utc>>,
 }
 
-/// Which part of [`BATCH_POSTGRES`] writes a job.
+/// Which part of the batch statement writes a job (its `op`).
 fn part(job: &Job) -> i32 {
     match (&job.op, job.id.kind()) {
         (Op::Create { .. }, ResultKind::Job) => 0,
@@ -519,41 +554,20 @@ fn part(job: &Job) -> i32 {
     }
 }
 
+/// The whole batch in one statement, autocommitted: one transaction, one WAL flush.
 async fn postgres_batch(
-    conn: &mut PgConnection, link: &Link, batch: &[Job],
+    on: &mut On<'_>, batch: &[Job],
 ) -> Result<Vec<StoreResult<ResultEntry>>, sqlx::Error> {
     // Sorted by key, so that two replicas' batches lock common rows in the same order.
     let mut order: Vec<usize> = (0..batch.len()).collect();
     order.sort_by(|&a, &b| {
         (batch[a].cluster.as_str(), batch[a].id).cmp(&(batch[b].cluster.as_str(), batch[b].id))
     });
-    let mut cols: [Vec<String>; 12] = Default::default();
+    let mut columns = BatchColumns::default();
     for &i in &order {
-        let job = &batch[i];
-        let (c, id) = (job.cluster.to_string(), job.id.to_string());
-        match (&job.op, part(job)) {
-            (Op::Create { state, result }, p) => {
-                let base = 4 * p as usize;
-                cols[base].push(c);
-                cols[base + 1].push(id);
-                cols[base + 2].push(state.as_str().to_owned());
-                cols[base + 3].push(result.clone());
-            }
-            (Op::Clean, p) => {
-                let base = 8 + 2 * (p as usize - 2);
-                cols[base].push(c);
-                cols[base + 1].push(id);
-            }
-        }
+        columns.push(&batch[i]);
     }
-    let mut query = sqlx::query_as::<_, BatchRow>(BATCH_POSTGRES);
-    for col in cols {
-        query = query.bind(col);
-    }
-    let rows = query
-        .fetch_all(&mut *conn)
-        .await
-        .inspect_err(|e| link.saw(e))?;
+    let rows: Vec<BatchRow> = on.all(pg_statement!(RESULTS_BATCH), &columns).await?;
     let mut written: HashMap<(i32, String, String), BatchRow> = rows
         .into_iter()
         .map(|r| ((r.op, r.cluster_id.clone(), r.id.clone()), r))
@@ -574,13 +588,10 @@ async fn postgres_batch(
                 // Not inserted: the id is present (Flink's IllegalStateException).
                 Op::Create { .. } => Err(StoreError::Conflict),
                 // Not dirty: read again on the writer, as alone.
-                Op::Clean => {
-                    let mut on = On::Postgres(&mut *conn, link);
-                    match row(&mut on, job).await {
-                        Ok(entry) => Ok(entry),
-                        Err(RowFailure::Row(e)) | Err(RowFailure::Batch(e)) => Err(e),
-                    }
-                }
+                Op::Clean => match row(on, job).await {
+                    Ok(entry) => Ok(entry),
+                    Err(RowFailure::Row(e)) | Err(RowFailure::Batch(e)) => Err(e),
+                },
             },
         };
         answers.push(answer);

@@ -1,5 +1,8 @@
-//! What the store keeps: the types its methods take and answer. Every row is decoded by
-//! column name into one of these (typed ids included), by `sqlx::FromRow`.
+//! What the store keeps: the types its methods take and answer, by domain. Every row is
+//! decoded by column name into one of these (typed ids included), by `sqlx::FromRow`. The
+//! numbers and names that mean something are types of their own (`number!`, `name!`:
+//! `Attempt`, `Epoch`, `HandleVersion`, `CheckpointId`; `Owner`, `Holder`, `Component`),
+//! and "no job" is `None` (`OperationJob` is how the operations' key column spells it).
 
 use std::fmt;
 use std::str::FromStr;
@@ -8,7 +11,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId, sql_text};
+use super::db::{int_args, str_args};
+use crate::ids::{ClusterId, FlinkRestUrl, JobId, TriggerId, checked_text, sql_text, text_eq};
 use crate::result_file::{ResultId, ResultKind};
 
 /// Defines an enum the schema keeps as text (its CHECK lists the same strings): `as_str`,
@@ -69,6 +73,89 @@ macro_rules! text_enum {
         impl utoipa::ToSchema for $name {}
 
         sql_text!($name);
+        str_args!($name);
+    };
+}
+
+/// Defines a number that means something (an epoch, a version, an attempt): its database
+/// encoding (the number's), its JSON (the number), `Display`, comparisons with the bare
+/// number, and its binding as a statement parameter.
+macro_rules! number {
+    ($(#[$doc:meta])* $name:ident($int:ty)) => {
+        $(#[$doc])*
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            PartialOrd,
+            Ord,
+            Hash,
+            sqlx::Type,
+            serde::Serialize,
+            serde::Deserialize,
+        )]
+        #[sqlx(transparent)]
+        #[serde(transparent)]
+        pub struct $name(pub $int);
+
+        impl PartialEq<$int> for $name {
+            fn eq(&self, other: &$int) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialOrd<$int> for $name {
+            fn partial_cmp(&self, other: &$int) -> Option<std::cmp::Ordering> {
+                self.0.partial_cmp(other)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        int_args!($name => |v| i64::from(v.0));
+    };
+}
+
+/// Defines a name the store keeps as text as it was given (a leader-information component,
+/// a lease holder, an executor): `as_str`, `Display`, `Debug`, its JSON (the text), the
+/// database encoding, comparisons with text, and its binding as a statement parameter. The
+/// HTTP layer checks its bounds.
+macro_rules! name {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl From<&str> for $name {
+            fn from(text: &str) -> Self {
+                $name(text.to_owned())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(text: String) -> Self {
+                $name(text)
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        checked_text!($name);
+        text_eq!($name);
+        sql_text!($name, |text: &str| Ok::<_, String>($name::from(text)));
+        str_args!($name);
     };
 }
 
@@ -80,30 +167,17 @@ text_enum!(
     }
 );
 
-/// Which claim of an operation by an executor this is: raised at every claim (0 before the
-/// first), and named by every later write of that claim, so that a stale executor's write
-/// lands nowhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, sqlx::Type)]
-#[sqlx(transparent)]
-pub struct Attempt(pub i32);
+number!(
+    /// Which claim of an operation by an executor this is: raised at every claim (0 before the
+    /// first), and named by every later write of that claim, so that a stale executor's write
+    /// lands nowhere.
+    Attempt(i32)
+);
 
-impl PartialEq<i32> for Attempt {
-    fn eq(&self, other: &i32) -> bool {
-        self.0 == *other
-    }
-}
-
-impl PartialOrd<i32> for Attempt {
-    fn partial_cmp(&self, other: &i32) -> Option<std::cmp::Ordering> {
-        self.0.partial_cmp(other)
-    }
-}
-
-impl fmt::Display for Attempt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+name!(
+    /// Who holds an operation's lease: a serve process's executor (`lease_owner`).
+    Owner
+);
 
 // ---- Result stores ---------------------------------------------------------------------------
 
@@ -233,24 +307,75 @@ text_enum!(
     }
 );
 
-/// The identity of an operation: a trigger id is unique per cluster and job.
+/// The identity of an operation: a trigger id is unique per cluster and job (`None`: an
+/// operation of no job, a disposal asked through Flink's `POST /savepoint-disposal`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OperationKey {
     pub cluster: ClusterId,
-    pub job: JobId,
+    pub job: Option<JobId>,
     pub request: TriggerId,
+}
+
+/// An operation's job as the schema keys it (`savepoint_operations.job_id`, part of the
+/// primary key): the job's id, or for an operation of no job 32 zeros, an id Flink never
+/// makes. The one place where "no job" becomes that text and back: the statements, the
+/// notifications of changed operations, and what names an operation by its stored key (a
+/// listing's cursor, Flink's job routes, the ids derived from it) go through it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OperationJob(pub Option<JobId>);
+
+impl OperationJob {
+    const NONE: &str = "00000000000000000000000000000000";
+}
+
+impl fmt::Display for OperationJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(job) => job.fmt(f),
+            None => f.write_str(Self::NONE),
+        }
+    }
+}
+
+impl FromStr for OperationJob {
+    type Err = crate::ids::IdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == Self::NONE {
+            Ok(OperationJob(None))
+        } else {
+            s.parse().map(|job| OperationJob(Some(job)))
+        }
+    }
+}
+
+impl From<OperationJob> for Option<JobId> {
+    fn from(job: OperationJob) -> Self {
+        job.0
+    }
+}
+
+sql_text!(OperationJob);
+
+impl super::db::ToArg for OperationJob {
+    const NULL: super::db::Arg<'static> = super::db::Arg::Text(None);
+    fn to_arg(&self) -> super::db::Arg<'_> {
+        super::db::Arg::Text(Some(self.to_string().into()))
+    }
 }
 
 /// A savepoint operation as stored.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Operation {
     pub cluster_id: ClusterId,
-    pub job_id: JobId,
+    /// `None`: an operation of no job (a disposal asked through Flink's
+    /// `POST /savepoint-disposal`).
+    #[sqlx(try_from = "OperationJob")]
+    pub job_id: Option<JobId>,
     pub request_id: TriggerId,
     pub kind: OperationKind,
     pub status: OperationStatus,
-    pub target_directory: Option<String>,
     pub format_type: FormatType,
+    pub target_directory: Option<String>,
     pub location: Option<String>,
     #[sqlx(json(nullable))]
     pub failure_cause: Option<Value>,
@@ -258,7 +383,7 @@ pub struct Operation {
     pub completed_at: Option<DateTime<Utc>>,
     /// Executor bookkeeping: attempt number (the fence), lease holder, trigger time.
     pub attempt: Attempt,
-    pub lease_owner: Option<String>,
+    pub lease_owner: Option<Owner>,
     pub triggered_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
     /// Who made it.
@@ -428,9 +553,9 @@ pub struct Retention {
     pub max_age: Option<std::time::Duration>,
 }
 
-/// Which one operation of a cluster [`Store::find_operation`] finds.
+/// Which one operation of a cluster [`LifecycleStore::find_operation`] finds.
 ///
-/// [`Store::find_operation`]: super::Store::find_operation
+/// [`LifecycleStore::find_operation`]: super::LifecycleStore::find_operation
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FindOperation<'a> {
     /// A disposal by its trigger id (Flink's disposal routes name no job).
@@ -511,31 +636,12 @@ pub struct Expired {
 // that lease is the cluster's live one, checked in the writing statement itself on the
 // database's clock; a write of a deposed leader is `StoreError::Fenced` and changes nothing.
 
-/// A lease's epoch: 1 at a cluster's first acquisition, + 1 at every new one; shown in the
-/// leader information. It names a lease for people; the lease id is what fences (an epoch
-/// can repeat when a database failover lost the commit of an acquisition).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    sqlx::Type,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[sqlx(transparent)]
-#[serde(transparent)]
-pub struct Epoch(pub i64);
-
-impl PartialEq<i64> for Epoch {
-    fn eq(&self, other: &i64) -> bool {
-        self.0 == *other
-    }
-}
+number!(
+    /// A lease's epoch: 1 at a cluster's first acquisition, + 1 at every new one; shown in the
+    /// leader information. It names a lease for people; the lease id is what fences (an epoch
+    /// can repeat when a database failover lost the commit of an acquisition).
+    Epoch(i64)
+);
 
 impl std::ops::Add<i64> for Epoch {
     type Output = Epoch;
@@ -544,11 +650,29 @@ impl std::ops::Add<i64> for Epoch {
     }
 }
 
-impl fmt::Display for Epoch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+name!(
+    /// Who holds (or asks for) a cluster's lease: a JobManager's name for itself.
+    Holder
+);
+
+name!(
+    /// A component whose leader publishes leader information: `resourcemanager`,
+    /// `dispatcher`, `restserver`, or a job's JobManager (named by the job id).
+    Component
+);
+
+impl Component {
+    /// The component of a job's JobManager.
+    pub fn job(job: JobId) -> Self {
+        Component(job.to_string())
     }
 }
+
+number!(
+    /// A checkpoint id of a job's counter (Flink's `CheckpointIDCounter`): the next one it
+    /// hands out.
+    CheckpointId(i64)
+);
 
 /// A lease as its holder got it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
@@ -578,7 +702,7 @@ impl Lease {
 /// which time of the database's clock. Never its lease id (that is what fences writes).
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LeaseView {
-    pub holder: String,
+    pub holder: Holder,
     pub epoch: Epoch,
     pub expires_at: DateTime<Utc>,
     /// The database's time of the read.
@@ -614,7 +738,7 @@ pub struct Fence {
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LeaderInfo {
     pub cluster_id: ClusterId,
-    pub component: String,
+    pub component: Component,
     /// The lease epoch of the leader that published it.
     pub epoch: Epoch,
     pub address: String,
@@ -636,37 +760,10 @@ pub struct StateHandleKey {
     pub name: String,
 }
 
-impl StateHandleKey {
-    /// The job as the `job_id` column keeps it ('' for none).
-    pub(crate) fn job_column(&self) -> String {
-        job_column(self.job)
-    }
-}
-
-/// A job as the `ha_state_handles.job_id` column keeps it ('' for none).
-pub(crate) fn job_column(job: Option<JobId>) -> String {
-    job.map(|j| j.to_string()).unwrap_or_default()
-}
-
-/// A state handle's compare-and-set version: 1 when added, + 1 at every replace.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, sqlx::Type, serde::Serialize,
-)]
-#[sqlx(transparent)]
-#[serde(transparent)]
-pub struct HandleVersion(pub i64);
-
-impl PartialEq<i64> for HandleVersion {
-    fn eq(&self, other: &i64) -> bool {
-        self.0 == *other
-    }
-}
-
-impl fmt::Display for HandleVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+number!(
+    /// A state handle's compare-and-set version: 1 when added, + 1 at every replace.
+    HandleVersion(i64)
+);
 
 /// One stored state handle.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

@@ -51,7 +51,7 @@ struct Inner {
     live: bool,
 }
 
-/// The cache's metrics (registered through `Store::collectors`).
+/// The cache's metrics (registered through `ServiceStore::collectors`).
 #[derive(Clone)]
 pub(crate) struct CacheMetrics {
     hits: IntCounter,
@@ -306,7 +306,7 @@ mod tests {
     fn op(n: u32, status: OperationStatus) -> Operation {
         Operation {
             cluster_id: "default".parse().unwrap(),
-            job_id: format!("{n:032x}").parse::<JobId>().unwrap(),
+            job_id: Some(format!("{n:032x}").parse::<JobId>().unwrap()),
             request_id: TriggerId::random(),
             kind: OperationKind::Savepoint,
             status,

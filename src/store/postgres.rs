@@ -26,7 +26,7 @@ use sqlx::{ConnectOptions, Connection, Postgres};
 use tokio::sync::{Notify, watch};
 
 use super::db::Db;
-use super::model::OperationKey;
+use super::model::{OperationJob, OperationKey};
 use super::operation_cache::OperationCache;
 use super::pg_url::{self, PgTarget};
 use super::{StoreConfig, migrate};
@@ -587,7 +587,7 @@ fn operation_key(payload: &str) -> Option<OperationKey> {
     let (job, request, cluster) = (parts.next()?, parts.next()?, parts.next()?);
     Some(OperationKey {
         cluster: cluster.parse().ok()?,
-        job: job.parse().ok()?,
+        job: job.parse::<OperationJob>().ok()?.into(),
         request: request.parse().ok()?,
     })
 }

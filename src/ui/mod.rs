@@ -20,7 +20,7 @@ use crate::http::AppState;
 use crate::http::auth::{Scope, Viewer};
 use crate::ids::{ClusterId, JobId};
 use crate::result_file::{ResultId, ResultKind};
-use crate::store::console::ConsoleStore;
+use crate::store::console::{ConsoleStore, Rows};
 use crate::store::{
     Epoch, FindOperation, OperationStatus, ResultState, Setting, SettingKind, StoreError,
 };
@@ -321,6 +321,14 @@ fn query(raw: Option<String>) -> Result<BTreeMap<String, String>, Failure> {
         .collect())
 }
 
+/// The rows of page `n` (from 1), one more than a page holds (whether another page follows).
+fn page_rows(n: u32) -> Rows {
+    Rows {
+        limit: PAGE + 1,
+        offset: (n - 1) * PAGE,
+    }
+}
+
 fn page_number(q: &BTreeMap<String, String>, name: &str) -> Result<u32, String> {
     match q.get(name).map(String::as_str) {
         None | Some("") => Ok(1),
@@ -419,11 +427,11 @@ async fn overview_inner(state: &AppState, who: &Who) -> PageResult {
             .min();
         let leader = leases
             .iter()
-            .find(|l| l.cluster_id == id && l.live())
+            .find(|l| l.cluster_id == id && l.lease.live())
             .map(|l| LeaderSummary {
-                holder: view::clip(&l.holder, 120),
-                epoch: l.epoch,
-                expires_in: view::duration(l.expires_at - l.read_at),
+                holder: view::clip(&l.lease.holder, 120),
+                epoch: l.lease.epoch,
+                expires_in: view::duration(l.lease.expires_at - l.lease.read_at),
             });
         let cluster_id: ClusterId = id.parse().map_err(|_| Failure::NotFound(String::new()))?;
         let config = configured.iter().find(|c| c.cluster_id == cluster_id);
@@ -683,7 +691,7 @@ async fn cluster_inner(state: &AppState, who: &Who, raw: &str, rq: Option<String
     };
 
     let mut results = console
-        .job_results_page(&cluster, PAGE + 1, (results_page - 1) * PAGE)
+        .job_results_page(&cluster, page_rows(results_page))
         .await?;
     let more_results = results.len() > PAGE as usize;
     results.truncate(PAGE as usize);
@@ -692,23 +700,18 @@ async fn cluster_inner(state: &AppState, who: &Who, raw: &str, rq: Option<String
         Vec::new()
     } else {
         console
-            .recent_operations(&cluster, job, status, PAGE + 1, (ops_page - 1) * PAGE)
+            .recent_operations(&cluster, job, status, page_rows(ops_page))
             .await?
     };
     let more_ops = ops.len() > PAGE as usize;
     ops.truncate(PAGE as usize);
-    let lease = console
-        .leases()
-        .await?
-        .into_iter()
-        .find(|l| l.cluster_id == cluster.as_str())
-        .map(|l| LeaseRow {
-            holder: view::clip(&l.holder, 200),
-            epoch: l.epoch,
-            acquired: When::at(l.acquired_at, l.read_at),
-            expires: When::at(l.expires_at, l.read_at),
-            live: l.live(),
-        });
+    let lease = console.lease(&cluster).await?.map(|l| LeaseRow {
+        holder: view::clip(&l.lease.holder, 200),
+        epoch: l.lease.epoch,
+        acquired: When::at(l.acquired_at, l.lease.read_at),
+        expires: When::at(l.lease.expires_at, l.lease.read_at),
+        live: l.lease.live(),
+    });
     let leaders = state
         .store
         .list_leader_info(&cluster)

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::store::{Operation, OperationKind, OperationStatus, Retention, Schedule};
+use crate::store::{Operation, OperationJob, OperationKind, OperationStatus, Retention, Schedule};
 
 /// `2026-12-02 12:30:05 UTC`.
 pub fn utc(t: DateTime<Utc>) -> String {
@@ -153,7 +153,7 @@ impl OpRow {
             _ => None,
         };
         OpRow {
-            job_id: op.job_id.to_string(),
+            job_id: OperationJob(op.job_id).to_string(),
             job_name: op
                 .job_name
                 .clone()

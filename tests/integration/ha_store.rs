@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use common::{Backend, TestStore, at_once, random_hex};
 use jobstore::ids::{ClusterId, JobId};
 use jobstore::store::{
-    Fence, HaKind, HandlePage, HandleVersion, Lease, StateHandleKey, Store, StoreError,
+    CheckpointId, Component, Fence, HaKind, HandlePage, HandleVersion, Holder, Leader, Lease,
+    StateHandleKey, Store, StoreError,
 };
 
 /// A page that holds every handle of a listing (the tests here hold few).
@@ -51,7 +52,7 @@ fn plan(job: JobId) -> StateHandleKey {
 
 async fn acquire(store: &dyn Store, c: &ClusterId, holder: &str, d: Duration) -> Lease {
     store
-        .acquire_lease(c, holder, d)
+        .acquire_lease(c, &Holder::from(holder), d)
         .await
         .unwrap()
         .unwrap_or_else(|| panic!("{holder} should get the lease of {c}"))
@@ -62,7 +63,11 @@ async fn acquire(store: &dyn Store, c: &ClusterId, holder: &str, d: Duration) ->
 async fn acquire_when_free(store: &dyn Store, c: &ClusterId, holder: &str) -> Lease {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Some(lease) = store.acquire_lease(c, holder, LONG).await.unwrap() {
+        if let Some(lease) = store
+            .acquire_lease(c, &Holder::from(holder), LONG)
+            .await
+            .unwrap()
+        {
             return lease;
         }
         assert!(
@@ -98,7 +103,9 @@ backend_tests!(concurrent_acquisitions_give_one_holder, |ts| async move {
         let (store, c) = (ts.store.clone(), c.clone());
         async move {
             let holder = format!("jobmanager-{i}");
-            let lease = store.acquire_lease(&c, &holder, LONG).await;
+            let lease = store
+                .acquire_lease(&c, &Holder::from(holder.as_str()), LONG)
+                .await;
             (holder, lease)
         }
     })
@@ -127,20 +134,20 @@ backend_tests!(concurrent_acquisitions_give_one_holder, |ts| async move {
     assert!(again.expires_at >= lease.expires_at);
     assert_eq!(
         ts.store
-            .acquire_lease(&c, "someone-else", LONG)
+            .acquire_lease(&c, &Holder::from("someone-else"), LONG)
             .await
             .unwrap(),
         None
     );
     assert!(
         ts.store
-            .renew_lease(&c, &holder, lease.fence(), LONG)
+            .renew_lease(&c, &Holder::from(holder.as_str()), lease.fence(), LONG)
             .await
             .unwrap()
     );
     assert!(
         !ts.store
-            .renew_lease(&c, "someone-else", lease.fence(), LONG)
+            .renew_lease(&c, &Holder::from("someone-else"), lease.fence(), LONG)
             .await
             .unwrap()
     );
@@ -165,20 +172,23 @@ backend_tests!(
         assert_eq!(second.epoch, first.epoch + 1, "a takeover raises the epoch");
         assert!(
             !ts.store
-                .renew_lease(&c, "jm-a", first.fence(), LONG)
+                .renew_lease(&c, &Holder::from("jm-a"), first.fence(), LONG)
                 .await
                 .unwrap(),
             "the deposed holder's renew fails"
         );
         assert!(
             !ts.store
-                .release_lease(&c, "jm-a", first.fence())
+                .release_lease(&c, &Holder::from("jm-a"), first.fence())
                 .await
                 .unwrap(),
             "the deposed holder cannot release the new lease"
         );
         assert_eq!(
-            ts.store.acquire_lease(&c, "jm-a", LONG).await.unwrap(),
+            ts.store
+                .acquire_lease(&c, &Holder::from("jm-a"), LONG)
+                .await
+                .unwrap(),
             None
         );
         assert_eq!(
@@ -195,13 +205,13 @@ backend_tests!(
         // (even the same one) gets a new epoch: epochs never repeat.
         assert!(
             ts.store
-                .release_lease(&c, "jm-b", second.fence())
+                .release_lease(&c, &Holder::from("jm-b"), second.fence())
                 .await
                 .unwrap()
         );
         assert!(
             !ts.store
-                .renew_lease(&c, "jm-b", second.fence(), LONG)
+                .renew_lease(&c, &Holder::from("jm-b"), second.fence(), LONG)
                 .await
                 .unwrap()
         );
@@ -222,12 +232,28 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     let c = cluster("fenced");
     let j = job();
     let old = acquire(s, &c, "jm-a", LONG).await;
-    s.publish_leader_info(&c, old.fence(), "dispatcher", "pekko://a/dispatcher", "s-a")
-        .await
-        .unwrap();
-    s.publish_leader_info(&c, old.fence(), &j.to_string(), "pekko://a/jm", "s-a")
-        .await
-        .unwrap();
+    s.publish_leader_info(
+        &c,
+        old.fence(),
+        &Component::from("dispatcher"),
+        Leader {
+            address: "pekko://a/dispatcher",
+            session_id: "s-a",
+        },
+    )
+    .await
+    .unwrap();
+    s.publish_leader_info(
+        &c,
+        old.fence(),
+        &Component::job(j),
+        Leader {
+            address: "pekko://a/jm",
+            session_id: "s-a",
+        },
+    )
+    .await
+    .unwrap();
     s.add_state_handle(&c, old.fence(), &checkpoint(j, "1"), b"cp-1")
         .await
         .unwrap();
@@ -242,7 +268,11 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     );
 
     // jm-a's lease ends (released here; expiry is the test above) and jm-b takes over.
-    assert!(s.release_lease(&c, "jm-a", old.fence()).await.unwrap());
+    assert!(
+        s.release_lease(&c, &Holder::from("jm-a"), old.fence())
+            .await
+            .unwrap()
+    );
     let new = acquire(s, &c, "jm-b", LONG).await;
     assert_eq!(new.epoch, old.epoch + 1);
     let stale = old.fence();
@@ -255,17 +285,34 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
         .unwrap();
     assert_fenced(
         "publish",
-        s.publish_leader_info(&c, stale, "dispatcher", "pekko://stale", "s-stale")
-            .await,
+        s.publish_leader_info(
+            &c,
+            stale,
+            &Component::from("dispatcher"),
+            Leader {
+                address: "pekko://stale",
+                session_id: "s-stale",
+            },
+        )
+        .await,
     );
     assert_fenced(
         "publish of a new component",
-        s.publish_leader_info(&c, stale, "resourcemanager", "pekko://stale", "s")
-            .await,
+        s.publish_leader_info(
+            &c,
+            stale,
+            &Component::from("resourcemanager"),
+            Leader {
+                address: "pekko://stale",
+                session_id: "s",
+            },
+        )
+        .await,
     );
     assert_fenced(
         "delete leader info",
-        s.delete_leader_info(&c, stale, "dispatcher").await,
+        s.delete_leader_info(&c, stale, &Component::from("dispatcher"))
+            .await,
     );
     assert_eq!(s.list_leader_info(&c).await.unwrap(), before_info);
 
@@ -299,8 +346,8 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
         "get_and_increment",
         s.counter_get_and_increment(&c, stale, j).await,
     );
-    assert_fenced("set", s.counter_set(&c, stale, j, 1000).await);
-    assert_eq!(s.counter_get(&c, j).await.unwrap(), Some(2));
+    assert_fenced("set", s.counter_set(&c, stale, j, CheckpointId(1000)).await);
+    assert_eq!(s.counter_get(&c, j).await.unwrap(), Some(CheckpointId(2)));
 
     assert_fenced("remove job data", s.remove_job_ha_data(&c, stale, j).await);
     assert!(s.get_state_handle(&c, &plan(j)).await.unwrap().is_some());
@@ -311,7 +358,10 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
         epoch: new.epoch + 1,
         ..new.fence()
     };
-    assert_fenced("future epoch", s.counter_set(&c, future, j, 5).await);
+    assert_fenced(
+        "future epoch",
+        s.counter_set(&c, future, j, CheckpointId(5)).await,
+    );
     // The live epoch under another acquisition's lease id (what a holder whose acquisition
     // a database failover lost names: the next acquisition got its epoch again) is fenced.
     let lost = Fence {
@@ -320,12 +370,20 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     };
     assert_fenced(
         "live epoch, stale lease id",
-        s.counter_set(&c, lost, j, 5).await,
+        s.counter_set(&c, lost, j, CheckpointId(5)).await,
     );
     assert_fenced(
         "live epoch, stale lease id",
-        s.publish_leader_info(&c, lost, "dispatcher", "pekko://lost", "s")
-            .await,
+        s.publish_leader_info(
+            &c,
+            lost,
+            &Component::from("dispatcher"),
+            Leader {
+                address: "pekko://lost",
+                session_id: "s",
+            },
+        )
+        .await,
     );
     assert_fenced(
         "never leased",
@@ -335,7 +393,15 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
 
     // The new epoch writes.
     let info = s
-        .publish_leader_info(&c, new.fence(), "dispatcher", "pekko://b/dispatcher", "s-b")
+        .publish_leader_info(
+            &c,
+            new.fence(),
+            &Component::from("dispatcher"),
+            Leader {
+                address: "pekko://b/dispatcher",
+                session_id: "s-b",
+            },
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -378,7 +444,7 @@ backend_tests!(
         .await;
         let mut ids = Vec::new();
         for outcome in outcomes {
-            ids.push(outcome.expect("get_and_increment"));
+            ids.push(outcome.expect("get_and_increment").0);
         }
         let unique: BTreeSet<i64> = ids.iter().copied().collect();
         assert_eq!(
@@ -389,15 +455,18 @@ backend_tests!(
         assert_eq!(unique, (1..=INCREMENTERS as i64).collect::<BTreeSet<_>>());
         assert_eq!(
             ts.store.counter_get(&c, j).await.unwrap(),
-            Some(INCREMENTERS as i64 + 1)
+            Some(CheckpointId(INCREMENTERS as i64 + 1))
         );
 
         // setCount, then the next id is the one set; the schema refuses a count below 1.
         ts.store
-            .counter_set(&c, lease.fence(), j, 100)
+            .counter_set(&c, lease.fence(), j, CheckpointId(100))
             .await
             .unwrap();
-        assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), Some(100));
+        assert_eq!(
+            ts.store.counter_get(&c, j).await.unwrap(),
+            Some(CheckpointId(100))
+        );
         assert_eq!(
             ts.store
                 .counter_get_and_increment(&c, lease.fence(), j)
@@ -405,8 +474,16 @@ backend_tests!(
                 .unwrap(),
             100
         );
-        assert!(ts.store.counter_set(&c, lease.fence(), j, 0).await.is_err());
-        assert_eq!(ts.store.counter_get(&c, j).await.unwrap(), Some(101));
+        assert!(
+            ts.store
+                .counter_set(&c, lease.fence(), j, CheckpointId(0))
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            ts.store.counter_get(&c, j).await.unwrap(),
+            Some(CheckpointId(101))
+        );
     }
 );
 
@@ -496,12 +573,33 @@ backend_tests!(remove_is_idempotent, |ts| async move {
         "already gone: Ok"
     );
     assert_eq!(s.get_state_handle(&c, &plan(j)).await.unwrap(), None);
-    s.publish_leader_info(&c, e, "restserver", "http://a:8081", "s")
-        .await
-        .unwrap();
-    assert!(s.delete_leader_info(&c, e, "restserver").await.unwrap());
-    assert!(!s.delete_leader_info(&c, e, "restserver").await.unwrap());
-    assert_eq!(s.get_leader_info(&c, "restserver").await.unwrap(), None);
+    s.publish_leader_info(
+        &c,
+        e,
+        &Component::from("restserver"),
+        Leader {
+            address: "http://a:8081",
+            session_id: "s",
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        s.delete_leader_info(&c, e, &Component::from("restserver"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.delete_leader_info(&c, e, &Component::from("restserver"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        s.get_leader_info(&c, &Component::from("restserver"))
+            .await
+            .unwrap(),
+        None
+    );
 });
 
 backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
@@ -510,21 +608,37 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
     let e = acquire(s, &c, "jm", LONG).await.fence();
     let (gone, kept) = (job(), job());
     for j in [gone, kept] {
-        s.publish_leader_info(&c, e, &j.to_string(), "pekko://jm", "s")
-            .await
-            .unwrap();
+        s.publish_leader_info(
+            &c,
+            e,
+            &Component::job(j),
+            Leader {
+                address: "pekko://jm",
+                session_id: "s",
+            },
+        )
+        .await
+        .unwrap();
         s.add_state_handle(&c, e, &plan(j), b"plan").await.unwrap();
         s.add_state_handle(&c, e, &checkpoint(j, "1"), b"cp")
             .await
             .unwrap();
         s.counter_get_and_increment(&c, e, j).await.unwrap();
     }
-    s.publish_leader_info(&c, e, "dispatcher", "pekko://d", "s")
-        .await
-        .unwrap();
+    s.publish_leader_info(
+        &c,
+        e,
+        &Component::from("dispatcher"),
+        Leader {
+            address: "pekko://d",
+            session_id: "s",
+        },
+    )
+    .await
+    .unwrap();
     s.remove_job_ha_data(&c, e, gone).await.unwrap();
     assert_eq!(
-        s.get_leader_info(&c, &gone.to_string()).await.unwrap(),
+        s.get_leader_info(&c, &Component::job(gone)).await.unwrap(),
         None
     );
     assert_eq!(s.get_state_handle(&c, &plan(gone)).await.unwrap(), None);
@@ -537,7 +651,7 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
     );
     assert_eq!(s.counter_get(&c, gone).await.unwrap(), None);
     assert!(
-        s.get_leader_info(&c, &kept.to_string())
+        s.get_leader_info(&c, &Component::job(kept))
             .await
             .unwrap()
             .is_some()
@@ -551,8 +665,16 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
             .len(),
         1
     );
-    assert_eq!(s.counter_get(&c, kept).await.unwrap(), Some(2));
-    assert!(s.get_leader_info(&c, "dispatcher").await.unwrap().is_some());
+    assert_eq!(
+        s.counter_get(&c, kept).await.unwrap(),
+        Some(CheckpointId(2))
+    );
+    assert!(
+        s.get_leader_info(&c, &Component::from("dispatcher"))
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     // Another cluster's data stays when one cluster is cleaned up.
     let other = cluster("cleanup-other");
@@ -583,12 +705,28 @@ backend_tests!(the_views_answer, |ts| async move {
     let c = cluster("views");
     let e = acquire(s, &c, "jm-1", LONG).await.fence();
     let j = job();
-    s.publish_leader_info(&c, e, "dispatcher", "pekko://d", "s")
-        .await
-        .unwrap();
-    s.publish_leader_info(&c, e, "resourcemanager", "pekko://r", "s")
-        .await
-        .unwrap();
+    s.publish_leader_info(
+        &c,
+        e,
+        &Component::from("dispatcher"),
+        Leader {
+            address: "pekko://d",
+            session_id: "s",
+        },
+    )
+    .await
+    .unwrap();
+    s.publish_leader_info(
+        &c,
+        e,
+        &Component::from("resourcemanager"),
+        Leader {
+            address: "pekko://r",
+            session_id: "s",
+        },
+    )
+    .await
+    .unwrap();
     for n in ["1", "2", "3"] {
         s.add_state_handle(&c, e, &checkpoint(j, n), b"cp")
             .await

@@ -199,7 +199,7 @@ backend_tests!(retention_keeps_the_latest_location, |ts| async move {
     for _ in 0..2 {
         let key = OperationKey {
             cluster: cluster.clone(),
-            job: job.parse().unwrap(),
+            job: Some(job.parse().unwrap()),
             request: random_hex().parse().unwrap(),
         };
         let new = NewOperation::new(key.clone(), OperationKind::Savepoint);

@@ -18,7 +18,7 @@ use jobstore::http::{AppState, HttpConfig, router};
 use jobstore::ids::ClusterId;
 use jobstore::result_file::{ResultId, ResultKind};
 use jobstore::store::{
-    ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, ResultState,
+    ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind, Owner, ResultState,
     StateFilter, Store,
 };
 use serde_json::{Value, json};
@@ -199,7 +199,7 @@ async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore)
     for _ in 0..2 {
         let key = OperationKey {
             cluster: cluster.clone(),
-            job: random_hex().parse().unwrap(),
+            job: Some(random_hex().parse().unwrap()),
             request: random_hex().parse().unwrap(),
         };
         ts.store
@@ -213,14 +213,14 @@ async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore)
     }
     let first = ts
         .store
-        .claim_operation("replica-a", Duration::from_millis(1))
+        .claim_operation(&Owner::from("replica-a"), Duration::from_millis(1))
         .await
         .unwrap()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut taken = ts
         .store
-        .claim_operation("replica-b", Duration::from_secs(30))
+        .claim_operation(&Owner::from("replica-b"), Duration::from_secs(30))
         .await
         .unwrap()
         .unwrap();
@@ -229,7 +229,7 @@ async fn metrics_report_requests_entries_operations_and_takeovers(ts: TestStore)
         tokio::time::sleep(Duration::from_millis(20)).await;
         taken = ts
             .store
-            .claim_operation("replica-b", Duration::from_secs(30))
+            .claim_operation(&Owner::from("replica-b"), Duration::from_secs(30))
             .await
             .unwrap()
             .unwrap();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use common::{Backend, Client, Serve, SharedStore, TestDb, eventually, random_hex, store_config};
-use jobstore::ids::{ClusterId, JobId, TriggerId};
+use jobstore::ids::{ClusterId, TriggerId};
 use jobstore::store::{NewOperation, OperationKey, OperationKind, Outcome, StoreConfig};
 use serde_json::{Value, json};
 
@@ -138,7 +138,7 @@ async fn bypassing_triggers(db: &TestDb, sql: &str) {
 fn key(job: &str, request: &str) -> OperationKey {
     OperationKey {
         cluster: CLUSTER.parse().unwrap(),
-        job: job.parse().unwrap(),
+        job: Some(job.parse().unwrap()),
         request: request.parse().unwrap(),
     }
 }
@@ -468,7 +468,7 @@ async fn a_disposal_mark_on_a_is_seen_on_b() {
     // The disposal (on A), as POST /savepoint-disposal makes it (no job: 32 zeros).
     let disposal = OperationKey {
         cluster: CLUSTER.parse::<ClusterId>().unwrap(),
-        job: "0".repeat(32).parse::<JobId>().unwrap(),
+        job: None,
         request: TriggerId::random(),
     };
     let mut new = NewOperation::new(disposal.clone(), OperationKind::Disposal);

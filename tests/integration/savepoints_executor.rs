@@ -17,7 +17,7 @@ use jobstore::http::HttpConfig;
 use jobstore::ids::FlinkRestUrl;
 use jobstore::store::{
     Attempt, Claimed, ClusterConfig, ConfiguredBy, NewOperation, OperationKind, OperationStatus,
-    Outcome, Progress, StoreError,
+    Outcome, Owner, Progress, StoreError,
 };
 use serde_json::{Value, json};
 
@@ -556,7 +556,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     assert!(created);
     let lease = Duration::from_millis(300);
     let a = store
-        .claim_operation("holder-a", lease)
+        .claim_operation(&Owner::from("holder-a"), lease)
         .await
         .unwrap()
         .expect("the open operation is claimed");
@@ -564,7 +564,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     assert_eq!(a.flink_rest_url, fake.url());
     assert!(
         store
-            .claim_operation("holder-b", lease)
+            .claim_operation(&Owner::from("holder-b"), lease)
             .await
             .unwrap()
             .is_none(),
@@ -579,7 +579,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     );
     tokio::time::sleep(Duration::from_millis(450)).await;
     let b = store
-        .claim_operation("holder-b", Duration::from_secs(30))
+        .claim_operation(&Owner::from("holder-b"), Duration::from_secs(30))
         .await
         .unwrap()
         .expect("the expired lease is taken over");
@@ -678,7 +678,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     assert_eq!(same.completed_at, done.completed_at);
     assert!(
         store
-            .claim_operation("holder-c", lease)
+            .claim_operation(&Owner::from("holder-c"), lease)
             .await
             .unwrap()
             .is_none()

@@ -8,8 +8,8 @@ use common::{Backend, TestStore};
 use jobstore::ids::ClusterId;
 use jobstore::result_file::{ResultKind, parse_envelope};
 use jobstore::store::{
-    ClusterConfig, ConfiguredBy, FlinkJob, HaKind, NewOperation, OperationKey, OperationKind,
-    Outcome, Retention, Schedule, Setting, StateHandleKey,
+    ClusterConfig, Component, ConfiguredBy, FlinkJob, HaKind, Holder, Leader, NewOperation,
+    OperationKey, OperationKind, Outcome, Retention, Schedule, Setting, StateHandleKey,
 };
 
 /// The SQL blocks of docs/sql.md for one backend.
@@ -101,7 +101,7 @@ async fn seed(ts: &TestStore) {
     ] {
         let key = OperationKey {
             cluster: cluster.clone(),
-            job: "58356f7bb09581a7b8ddfe083b605679".parse().unwrap(),
+            job: Some("58356f7bb09581a7b8ddfe083b605679".parse().unwrap()),
             request: request.parse().unwrap(),
         };
         let new = NewOperation {
@@ -132,7 +132,7 @@ async fn seed(ts: &TestStore) {
     // schedule, a retention policy, the job's name from Flink's job overview.
     let disposal = OperationKey {
         cluster: cluster.clone(),
-        job: jobstore::ids::JobId::NONE,
+        job: None,
         request: "0000000000000000000000000000000d".parse().unwrap(),
     };
     store
@@ -185,7 +185,7 @@ async fn seed(ts: &TestStore) {
     let lease = store
         .acquire_lease(
             &cluster,
-            "jobmanager-0",
+            &Holder::from("jobmanager-0"),
             std::time::Duration::from_secs(3600),
         )
         .await
@@ -195,9 +195,11 @@ async fn seed(ts: &TestStore) {
         .publish_leader_info(
             &cluster,
             lease.fence(),
-            "dispatcher",
-            "pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1",
-            "2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11",
+            &Component::from("dispatcher"),
+            Leader {
+                address: "pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1",
+                session_id: "2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11",
+            },
         )
         .await
         .unwrap();

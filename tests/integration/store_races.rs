@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Backend, TestStore, at_once, operation_key, random_hex};
 use jobstore::ids::ClusterId;
-use jobstore::store::{ClusterConfig, ConfiguredBy, NewOperation, OperationKind, migrate};
+use jobstore::store::{ClusterConfig, ConfiguredBy, NewOperation, OperationKind, Owner, migrate};
 use sqlx::Connection;
 
 const CLAIMERS: usize = 16;
@@ -42,7 +42,10 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
         let store = ts.store.clone();
         async move {
             store
-                .claim_operation(&format!("claimer-{i}"), Duration::from_secs(60))
+                .claim_operation(
+                    &Owner::from(format!("claimer-{i}")),
+                    Duration::from_secs(60),
+                )
                 .await
         }
     })
@@ -78,7 +81,7 @@ async fn concurrent_claims_of_one_operation_give_it_to_one(backend: Backend) {
     // Held under a live lease: nobody else gets it.
     assert!(
         ts.store
-            .claim_operation("late", Duration::from_secs(60))
+            .claim_operation(&Owner::from("late"), Duration::from_secs(60))
             .await
             .unwrap()
             .is_none(),

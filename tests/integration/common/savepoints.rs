@@ -15,7 +15,7 @@ use super::{Client, Resp, Service, SharedStore, eventually};
 /// An executor configuration for tests: 50 ms polls, a 1 s lease, short backoff.
 pub fn fast_executor(owner: &str) -> ExecutorConfig {
     ExecutorConfig {
-        owner: owner.to_owned(),
+        owner: owner.into(),
         poll_interval: Duration::from_millis(50),
         lease: Duration::from_secs(1),
         operation_timeout: Duration::from_secs(60),

@@ -139,7 +139,7 @@ impl Kind {
 pub fn operation_key(cluster: &str, job: &str, request: &str) -> OperationKey {
     OperationKey {
         cluster: cluster.parse().unwrap(),
-        job: job.parse().unwrap(),
+        job: Some(job.parse().unwrap()),
         request: request.parse().unwrap(),
     }
 }

@@ -1,2 +1,2 @@
--- $1 cluster, $2 application_id.
-DELETE FROM application_results WHERE cluster_id = $1 AND application_id = $2
+-- One application result, in whatever state.
+DELETE FROM application_results WHERE cluster_id = :cluster AND application_id = :id

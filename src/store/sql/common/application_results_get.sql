@@ -1,3 +1,3 @@
--- $1 cluster, $2 application_id.
+-- One application result.
 SELECT cluster_id, application_id, state, result, created_at, cleaned_at
-  FROM application_results WHERE cluster_id = $1 AND application_id = $2
+  FROM application_results WHERE cluster_id = :cluster AND application_id = :id

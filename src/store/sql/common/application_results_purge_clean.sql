@@ -1,2 +1,2 @@
--- $1 retention in ms: clean entries cleaned longer ago are removed.
-DELETE FROM application_results WHERE state = 'clean' AND cleaned_at < {now_minus_ms($1)}
+-- Clean entries cleaned longer ago than :retention_ms milliseconds are removed.
+DELETE FROM application_results WHERE state = 'clean' AND cleaned_at < {now_minus_ms(:retention_ms)}

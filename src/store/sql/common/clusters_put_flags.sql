@@ -1,7 +1,6 @@
--- $1 cluster, $2 Flink REST URL, $3 savepoint directory. The serve flags of the default
--- cluster: only while no PUT has set it (then no row).
+-- The serve flags of the default cluster: only while no PUT has set it (then no row).
 INSERT INTO clusters (cluster_id, flink_rest_url, savepoint_directory, configured_by)
-VALUES ($1, $2, $3, 'flags')
+VALUES (:cluster, :flink_rest_url, :savepoint_directory, 'flags')
 ON CONFLICT (cluster_id) DO UPDATE
    SET flink_rest_url = excluded.flink_rest_url, savepoint_directory = excluded.savepoint_directory,
        configured_by = 'flags', updated_at = {now}

@@ -1,6 +1,6 @@
--- $1 cluster, $2 job (NULL: any), $3 status (NULL: any), $4 limit, $5 offset. A page of a
--- cluster's operations, newest first (the console's cluster page).
+-- A page of a cluster's operations (:limit from :offset), newest first, of :job and :status
+-- (NULL: any) (the console's cluster page).
 SELECT {operation_columns}
   FROM savepoint_operations
- WHERE cluster_id = $1 AND ($2 IS NULL OR job_id = $2) AND ($3 IS NULL OR status = $3)
- ORDER BY created_at DESC, request_id DESC LIMIT $4 OFFSET $5
+ WHERE cluster_id = :cluster AND (:job IS NULL OR job_id = :job) AND (:status IS NULL OR status = :status)
+ ORDER BY created_at DESC, request_id DESC LIMIT :limit OFFSET :offset

@@ -1,2 +1,3 @@
--- $1 retention in ms: jobs Flink's job overview last showed longer ago than that are forgotten.
-DELETE FROM flink_jobs WHERE seen_at < {now_minus_ms($1)}
+-- Jobs Flink's job overview last showed longer ago than :retention_ms milliseconds are
+-- forgotten.
+DELETE FROM flink_jobs WHERE seen_at < {now_minus_ms(:retention_ms)}

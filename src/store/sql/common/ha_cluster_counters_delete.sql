@@ -1,2 +1,2 @@
--- $1 cluster. Runs after the fence check of the same transaction.
-DELETE FROM ha_counters WHERE cluster_id = $1
+-- A cluster's counters. Runs after the fence check of the same transaction.
+DELETE FROM ha_counters WHERE cluster_id = :cluster

@@ -1,10 +1,7 @@
--- $1 cluster, $2 epoch, $3 job, $4 value (the next id; the schema refuses one below 1), $5 lease id.
--- Fenced: lands only while $2 and $5 (the lease id) name the cluster's live lease, checked in this statement
--- (PostgreSQL takes a share lock on the lease row, so that a takeover waits for it; SQLite has one
--- writer: nothing can take the lease over before the commit).
+-- Sets the job's counter to :value (the next id; the schema refuses one below 1).
+-- Fenced (fragment live_lease).
 INSERT INTO ha_counters (cluster_id, job_id, value)
-SELECT $1, $3, $4
- WHERE EXISTS (SELECT 1 FROM ha_leases
-               WHERE cluster_id = $1 AND epoch = $2 AND lease_id = {uuid($5)} AND expires_at > {now}{for_share})
+SELECT :cluster, :job, :value
+ WHERE {live_lease}
 ON CONFLICT (cluster_id, job_id) DO UPDATE SET value = excluded.value
 RETURNING value

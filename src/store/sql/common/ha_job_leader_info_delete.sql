@@ -1,3 +1,3 @@
--- $1 cluster, $2 job id: the job's JobManager leader information (its component id is the job
--- id). Runs after the fence check of the same transaction.
-DELETE FROM ha_leader_info WHERE cluster_id = $1 AND component = $2
+-- The job's JobManager leader information (its component id is the job id). Runs after the
+-- fence check of the same transaction.
+DELETE FROM ha_leader_info WHERE cluster_id = :cluster AND component = :job

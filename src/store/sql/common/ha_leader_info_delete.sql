@@ -1,8 +1,4 @@
--- $1 cluster, $2 epoch, $3 component, $4 lease id.
--- Fenced: lands only while $2 and $4 (the lease id) name the cluster's live lease, checked in this statement
--- (PostgreSQL takes a share lock on the lease row, so that a takeover waits for it; SQLite has one
--- writer: nothing can take the lease over before the commit).
+-- A component's leader information. Fenced (fragment live_lease).
 DELETE FROM ha_leader_info
- WHERE cluster_id = $1 AND component = $3
-   AND EXISTS (SELECT 1 FROM ha_leases
-               WHERE cluster_id = $1 AND epoch = $2 AND lease_id = {uuid($4)} AND expires_at > {now}{for_share})
+ WHERE cluster_id = :cluster AND component = :component
+   AND {live_lease}

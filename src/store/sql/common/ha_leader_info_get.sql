@@ -1,3 +1,3 @@
--- $1 cluster, $2 component.
+-- A component's leader information.
 SELECT cluster_id, component, epoch, address, session_id, updated_at
-  FROM ha_leader_info WHERE cluster_id = $1 AND component = $2
+  FROM ha_leader_info WHERE cluster_id = :cluster AND component = :component

@@ -1,3 +1,3 @@
--- $1 cluster.
+-- Every component's leader information of a cluster.
 SELECT cluster_id, component, epoch, address, session_id, updated_at
-  FROM ha_leader_info WHERE cluster_id = $1 ORDER BY component
+  FROM ha_leader_info WHERE cluster_id = :cluster ORDER BY component

@@ -1,11 +1,7 @@
--- $1 cluster, $2 epoch, $3 component, $4 address, $5 session id, $6 lease id.
--- Fenced: lands only while $2 and $6 (the lease id) name the cluster's live lease, checked in this statement
--- (PostgreSQL takes a share lock on the lease row, so that a takeover waits for it; SQLite has one
--- writer: nothing can take the lease over before the commit).
+-- A component's leader information, inserted or overwritten. Fenced (fragment live_lease).
 INSERT INTO ha_leader_info (cluster_id, component, epoch, address, session_id, updated_at)
-SELECT $1, $3, $2, $4, $5, {now}
- WHERE EXISTS (SELECT 1 FROM ha_leases
-               WHERE cluster_id = $1 AND epoch = $2 AND lease_id = {uuid($6)} AND expires_at > {now}{for_share})
+SELECT :cluster, :component, :epoch, :address, :session_id, {now}
+ WHERE {live_lease}
 ON CONFLICT (cluster_id, component) DO UPDATE
    SET epoch = excluded.epoch, address = excluded.address, session_id = excluded.session_id,
        updated_at = excluded.updated_at

@@ -1,10 +1,10 @@
--- $1 cluster, $2 holder, $3 lease in ms, $4 a new random lease id. A free cluster gets epoch 1;
--- an expired or released lease goes to the caller with epoch + 1 and lease id $4; the live
--- holder asking again renews (same epoch, same lease id, same acquired_at); another holder of
--- a live lease gets no row. The database's clock only. The lease id is what fences: a row
--- lost by a database failover can give its epoch again, never its lease id.
+-- :duration_ms is the lease's length, :lease_id a new random lease id. A free cluster gets
+-- epoch 1; an expired or released lease goes to the caller with epoch + 1 and lease id
+-- :lease_id; the live holder asking again renews (same epoch, same lease id, same acquired_at);
+-- another holder of a live lease gets no row. The database's clock only. The lease id is what
+-- fences: a row lost by a database failover can give its epoch again, never its lease id.
 INSERT INTO ha_leases (cluster_id, holder, epoch, lease_id, acquired_at, renewed_at, expires_at)
-VALUES ($1, $2, 1, {uuid($4)}, {now}, {now}, {now_plus_ms($3)})
+VALUES (:cluster, :holder, 1, {uuid(:lease_id)}, {now}, {now}, {now_plus_ms(:duration_ms)})
 ON CONFLICT (cluster_id) DO UPDATE
    SET epoch = CASE WHEN ha_leases.holder = excluded.holder AND ha_leases.expires_at > {now}
                     THEN ha_leases.epoch ELSE ha_leases.epoch + 1 END,

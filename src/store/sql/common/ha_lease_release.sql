@@ -1,4 +1,4 @@
--- $1 cluster, $2 epoch, $3 holder, $4 lease id. The row stays (expired now), so that the next acquisition
--- gets a higher epoch: epochs never repeat.
+-- Only the live holder of that lease. The row stays (expired now), so that the next
+-- acquisition gets a higher epoch: epochs never repeat.
 UPDATE ha_leases SET renewed_at = {now}, expires_at = {now}
- WHERE cluster_id = $1 AND epoch = $2 AND lease_id = {uuid($4)} AND holder = $3 AND expires_at > {now}
+ WHERE cluster_id = :cluster AND epoch = :epoch AND lease_id = {uuid(:lease_id)} AND holder = :holder AND expires_at > {now}

@@ -1,3 +1,3 @@
--- $1 cluster, $2 epoch, $3 holder, $4 lease in ms, $5 lease id: only the live holder of that epoch.
-UPDATE ha_leases SET renewed_at = {now}, expires_at = {now_plus_ms($4)}
- WHERE cluster_id = $1 AND epoch = $2 AND lease_id = {uuid($5)} AND holder = $3 AND expires_at > {now}
+-- :duration_ms more from now, only for the live holder of that lease.
+UPDATE ha_leases SET renewed_at = {now}, expires_at = {now_plus_ms(:duration_ms)}
+ WHERE cluster_id = :cluster AND epoch = :epoch AND lease_id = {uuid(:lease_id)} AND holder = :holder AND expires_at > {now}

@@ -1,3 +1,3 @@
--- $1 cluster, $2 kind, $3 job ('' for none), $4 name.
+-- One handle (:job '' for none).
 SELECT kind, NULLIF(job_id, '') AS job_id, name, version, handle, marked_for_deletion, updated_at
-  FROM ha_state_handles WHERE cluster_id = $1 AND kind = $2 AND job_id = $3 AND name = $4
+  FROM ha_state_handles WHERE cluster_id = :cluster AND kind = :kind AND job_id = :job AND name = :name

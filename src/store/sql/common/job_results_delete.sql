@@ -1,2 +1,2 @@
--- $1 cluster, $2 job_id.
-DELETE FROM job_results WHERE cluster_id = $1 AND job_id = $2
+-- One job result, in whatever state.
+DELETE FROM job_results WHERE cluster_id = :cluster AND job_id = :id

@@ -1,3 +1,3 @@
--- $1 cluster, $2 job_id.
+-- One job result.
 SELECT cluster_id, job_id, state, result, created_at, cleaned_at
-  FROM job_results WHERE cluster_id = $1 AND job_id = $2
+  FROM job_results WHERE cluster_id = :cluster AND job_id = :id

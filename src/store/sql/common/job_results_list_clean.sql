@@ -1,5 +1,6 @@
--- $1 cluster, $2 the last job_id of the previous page ('' before the first), $3 limit.
+-- A page of a cluster's clean job results: those after :after (the last id of the previous
+-- page, '' before the first), at most :limit.
 SELECT cluster_id, job_id, state, result, created_at, cleaned_at
   FROM job_results
- WHERE cluster_id = $1 AND state = 'clean' AND job_id > $2
- ORDER BY job_id LIMIT $3
+ WHERE cluster_id = :cluster AND state = 'clean' AND job_id > :after
+ ORDER BY job_id LIMIT :limit

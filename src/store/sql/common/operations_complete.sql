@@ -1,9 +1,8 @@
--- $1 cluster, $2 job, $3 request, $4 location, $5 failure-cause, $6 the holder's attempt (NULL:
--- no fence, an executor outside the service), $7 a checkpoint's id. Only an open operation
--- completes (what it may carry for its kind is the schema's CHECK).
+-- :fence is the holder's attempt (NULL: no fence, an executor outside the service). Only an
+-- open operation completes (what it may carry for its kind is the schema's CHECK).
 UPDATE savepoint_operations
-   SET status = 'COMPLETED', location = $4, failure_cause = $5, checkpoint_id = $7,
+   SET status = 'COMPLETED', location = :location, failure_cause = :failure_cause, checkpoint_id = :checkpoint_id,
        completed_at = {now}, lease_owner = NULL, lease_expires_at = NULL
- WHERE cluster_id = $1 AND job_id = $2 AND request_id = $3 AND status = 'IN_PROGRESS'
-   AND ($6 IS NULL OR attempt = $6)
+ WHERE cluster_id = :cluster AND job_id = :job AND request_id = :request AND status = 'IN_PROGRESS'
+   AND (:fence IS NULL OR attempt = :fence)
 RETURNING {operation_columns}

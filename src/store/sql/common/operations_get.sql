@@ -1,3 +1,3 @@
--- $1 cluster, $2 job, $3 request.
+-- One operation by its key.
 SELECT {operation_columns}
-  FROM savepoint_operations WHERE cluster_id = $1 AND job_id = $2 AND request_id = $3
+  FROM savepoint_operations WHERE cluster_id = :cluster AND job_id = :job AND request_id = :request

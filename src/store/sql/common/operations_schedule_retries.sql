@@ -1,11 +1,11 @@
--- $1 base backoff in ms, $2 most retries: failed scheduled operations to try again, each once
--- its backoff ($1 * 2^retry) has passed, while no later try of its due time and no later due
--- time of its job exists.
+-- Failed scheduled operations to try again, fewer than :max_retries tries, each once its
+-- backoff (fragment backoff_ms) has passed, while no later try of its due time and no later
+-- due time of its job exists.
 SELECT {operation_columns}
   FROM savepoint_operations o
  WHERE o.trigger = 'schedule' AND o.status = 'COMPLETED' AND o.failure_cause IS NOT NULL
-   AND o.retry < $2
-   AND o.completed_at < {now_minus_ms($1 * (1 << o.retry))}
+   AND o.retry < :max_retries
+   AND o.completed_at < {now_minus_ms({backoff_ms(o.retry)})}
    AND NOT EXISTS (SELECT 1 FROM savepoint_operations n
                     WHERE n.cluster_id = o.cluster_id AND n.job_id = o.job_id
                       AND n.trigger = 'schedule'

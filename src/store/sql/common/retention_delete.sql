@@ -1,2 +1,2 @@
--- $1 cluster, $2 job ('' for the cluster's policy).
-DELETE FROM savepoint_retention WHERE cluster_id = $1 AND job_id = $2
+-- A cluster's retention policy (:job '') or a job's override.
+DELETE FROM savepoint_retention WHERE cluster_id = :cluster AND job_id = :job

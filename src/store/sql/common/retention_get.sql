@@ -1,3 +1,3 @@
--- $1 cluster, $2 job ('' for the cluster's policy).
+-- A cluster's retention policy (:job '') or a job's override.
 SELECT cluster_id, NULLIF(job_id, '') AS job_id, max_count, max_age_ms
-  FROM savepoint_retention WHERE cluster_id = $1 AND job_id = $2
+  FROM savepoint_retention WHERE cluster_id = :cluster AND job_id = :job

@@ -1,2 +1,2 @@
--- $1 cluster, $2 job ('' for the cluster's schedule).
-DELETE FROM savepoint_schedules WHERE cluster_id = $1 AND job_id = $2
+-- A cluster's schedule (:job '') or a job's override.
+DELETE FROM savepoint_schedules WHERE cluster_id = :cluster AND job_id = :job

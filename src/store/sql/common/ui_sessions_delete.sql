@@ -1,2 +1,2 @@
--- $1 session hash. A console sign-out.
-DELETE FROM ui_sessions WHERE session_hash = $1
+-- A console sign-out.
+DELETE FROM ui_sessions WHERE session_hash = :session_hash

@@ -1,9 +1,9 @@
--- $1 cluster, $2 kind, $3 job ('' for none), $4 the name after which the page starts ('' for
--- the first page), $5 at most this many: the names and handle sizes a page of the listing
--- may take, so that the page is cut by count and bytes before a handle is read.
+-- The names and handle sizes a page of the listing may take (:job '' for none; the names after
+-- :after, '' for the first page; at most :limit), so that the page is cut by count and bytes
+-- before a handle is read.
 -- Per backend: a handle's size in bytes is octet_length in PostgreSQL (an integer, cast to the
 -- bigint the row decodes), length in SQLite (the handle is a BLOB).
 SELECT name, CAST(octet_length(handle) AS bigint) AS bytes
   FROM ha_state_handles
- WHERE cluster_id = $1 AND kind = $2 AND job_id = $3 AND name > $4
- ORDER BY name LIMIT $5
+ WHERE cluster_id = :cluster AND kind = :kind AND job_id = :job AND name > :after
+ ORDER BY name LIMIT :limit

@@ -1,12 +1,12 @@
--- $1 cluster, $2 job ('' for the cluster's schedule), $3 interval in ms (NULL: no schedule for
--- that job), $4 kind, $5 target directory, $6 format type. The first due time is one
--- interval from now (whole milliseconds, so that it reads back exactly).
+-- A cluster's schedule (:job '') or a job's override, every :interval_ms (NULL: no schedule
+-- for that job). The first due time is one interval from now (whole milliseconds, so that it
+-- reads back exactly).
 -- Per backend: PostgreSQL's timestamps hold microseconds, so the first due time is cut to whole
 -- milliseconds (date_trunc); SQLite's text holds milliseconds already.
 INSERT INTO savepoint_schedules
     (cluster_id, job_id, interval_ms, kind, target_directory, format_type, next_due_at)
-VALUES ($1, $2, $3, $4, $5, $6,
-        CASE WHEN $3 IS NULL THEN NULL ELSE date_trunc('milliseconds', now() + make_interval(secs => CAST($3 AS double precision) / 1000.0)) END)
+VALUES (:cluster, :job, :interval_ms, :kind, :target_directory, :format_type,
+        CASE WHEN :interval_ms IS NULL THEN NULL ELSE date_trunc('milliseconds', now() + make_interval(secs => CAST(:interval_ms AS double precision) / 1000.0)) END)
 ON CONFLICT (cluster_id, job_id) DO UPDATE
    SET interval_ms = excluded.interval_ms, kind = excluded.kind,
        target_directory = excluded.target_directory, format_type = excluded.format_type,
