@@ -75,6 +75,16 @@ fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
 }
 
+/// `metric`, registered in `registry` (each name once).
+fn registered<M: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry, metric: M,
+) -> M {
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("metric names are unique");
+    metric
+}
+
 fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
 }
@@ -82,64 +92,96 @@ fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
-        let requests = counter_vec(
-            "jobstore_http_requests_total",
-            "HTTP requests by matched route, method and status",
-            &["route", "method", "status"],
+        let requests = registered(
+            &registry,
+            counter_vec(
+                "jobstore_http_requests_total",
+                "HTTP requests by matched route, method and status",
+                &["route", "method", "status"],
+            ),
         );
-        let latency = HistogramVec::new(
-            HistogramOpts::new(
-                "jobstore_http_request_duration_seconds",
-                "HTTP request latency by matched route and method",
+        let latency = registered(
+            &registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "jobstore_http_request_duration_seconds",
+                    "HTTP request latency by matched route and method",
+                )
+                .buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0,
+                ]),
+                &["route", "method"],
             )
-            .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                10.0,
-            ]),
-            &["route", "method"],
-        )
-        .expect("valid metric");
-        let lease_takeovers = IntCounter::new(
-            "jobstore_savepoint_lease_takeovers_total",
-            "Savepoint operations this process took over after their holder's lease expired",
-        )
-        .expect("valid metric");
-        let operations_completed = counter_vec(
-            "jobstore_savepoint_operations_completed_total",
-            "Savepoint operations this process's executor completed, by outcome",
-            &["outcome"],
+            .expect("valid metric"),
         );
-        let results = gauge_vec(
-            "jobstore_results",
-            "Job and application result entries by cluster and state",
-            &["kind", "cluster", "state"],
+        let lease_takeovers = registered(
+            &registry,
+            IntCounter::new(
+                "jobstore_savepoint_lease_takeovers_total",
+                "Savepoint operations this process took over after their holder's lease expired",
+            )
+            .expect("valid metric"),
         );
-        let oldest_dirty = gauge_vec(
-            "jobstore_oldest_dirty_result_age_seconds",
-            "Age of the oldest dirty entry per cluster (a cleanup that does not finish)",
-            &["kind", "cluster"],
+        let operations_completed = registered(
+            &registry,
+            counter_vec(
+                "jobstore_savepoint_operations_completed_total",
+                "Savepoint operations this process's executor completed, by outcome",
+                &["outcome"],
+            ),
         );
-        let operations = gauge_vec(
-            "jobstore_savepoint_operations",
-            "Stored savepoint operations by cluster and status",
-            &["cluster", "status"],
+        let results = registered(
+            &registry,
+            gauge_vec(
+                "jobstore_results",
+                "Job and application result entries by cluster and state",
+                &["kind", "cluster", "state"],
+            ),
         );
-        let pool = gauge_vec(
-            "jobstore_db_pool_connections",
-            "Database pool connections by state",
-            &["state"],
+        let oldest_dirty = registered(
+            &registry,
+            gauge_vec(
+                "jobstore_oldest_dirty_result_age_seconds",
+                "Age of the oldest dirty entry per cluster (a cleanup that does not finish)",
+                &["kind", "cluster"],
+            ),
         );
-        let task_restarts = counter_vec(
-            "jobstore_task_restarts_total",
-            "Background duties (or one cluster's share of one) restarted after a panic, by duty",
-            &["task"],
+        let operations = registered(
+            &registry,
+            gauge_vec(
+                "jobstore_savepoint_operations",
+                "Stored savepoint operations by cluster and status",
+                &["cluster", "status"],
+            ),
         );
-        let executor_running = IntGauge::new(
-            "jobstore_executor_running",
-            "1 while every duty of this process's savepoint executor runs, else 0",
-        )
-        .expect("valid metric");
-        let gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("valid metric");
+        let pool = registered(
+            &registry,
+            gauge_vec(
+                "jobstore_db_pool_connections",
+                "Database pool connections by state",
+                &["state"],
+            ),
+        );
+        let task_restarts = registered(
+            &registry,
+            counter_vec(
+                "jobstore_task_restarts_total",
+                "Background duties (or one cluster's share of one) restarted after a panic, by duty",
+                &["task"],
+            ),
+        );
+        let executor_running = registered(
+            &registry,
+            IntGauge::new(
+                "jobstore_executor_running",
+                "1 while every duty of this process's savepoint executor runs, else 0",
+            )
+            .expect("valid metric"),
+        );
+        let gauge = |name: &str, help: &str| {
+            registered(&registry, IntGauge::new(name, help).expect("valid metric"))
+        };
         let db_standbys = gauge(
             "jobstore_db_standbys",
             "Standbys attached to the PostgreSQL server jobstore writes to (pg_stat_replication), at the last check",
@@ -152,23 +194,6 @@ impl Metrics {
             "jobstore_db_replication_synchronous",
             "1 while a synchronous standby confirms every commit (/readyz database.replication is synchronous), else 0",
         );
-        for m in [
-            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(latency.clone()),
-            Box::new(lease_takeovers.clone()),
-            Box::new(operations_completed.clone()),
-            Box::new(results.clone()),
-            Box::new(oldest_dirty.clone()),
-            Box::new(operations.clone()),
-            Box::new(pool.clone()),
-            Box::new(task_restarts.clone()),
-            Box::new(executor_running.clone()),
-            Box::new(db_standbys.clone()),
-            Box::new(db_synchronous_standbys.clone()),
-            Box::new(db_replication_synchronous.clone()),
-        ] {
-            registry.register(m).expect("metric names are unique");
-        }
         Metrics {
             registry,
             requests,
