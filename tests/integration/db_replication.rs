@@ -32,6 +32,17 @@ async fn pg_exec(url: &str, sql: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
+/// Makes the database `name` of the server at `admin` read-only for its new sessions (what
+/// libpq's read-write check reads), or writable again.
+async fn set_read_only(admin: &str, name: &str, read_only: bool) {
+    let setting = if read_only {
+        "SET default_transaction_read_only = on"
+    } else {
+        "RESET default_transaction_read_only"
+    };
+    pg_exec(admin, &format!("ALTER DATABASE \"{name}\" {setting}")).await;
+}
+
 /// POST of a new job result on `base`: the status (0: no answer) and how long it took.
 async fn create(http: &Client, base: &str) -> (u16, Duration) {
     let id = random_hex();
@@ -311,22 +322,14 @@ async fn a_multi_host_url_skips_a_read_only_server_and_follows_a_switchover() {
     );
     assert!(run.status.success(), "{}", run.all());
     let admin_b = common::db::admin_url();
-    pg_exec(
-        &admin_b,
-        &format!("ALTER DATABASE \"{name}\" SET default_transaction_read_only = on"),
-    )
-    .await;
+    set_read_only(&admin_b, &name, true).await;
     // A: a throwaway server with a database of the same name, read-only too.
     let pg = tokio::task::spawn_blocking(OwnPostgres::start)
         .await
         .unwrap();
     let url_a = pg.create_database(&name).await;
     let admin_a = pg.url("postgres");
-    pg_exec(
-        &admin_a,
-        &format!("ALTER DATABASE \"{name}\" SET default_transaction_read_only = on"),
-    )
-    .await;
+    set_read_only(&admin_a, &name, true).await;
 
     // Both read-only: the start fails, saying so.
     let url = format!(
@@ -342,11 +345,7 @@ async fn a_multi_host_url_skips_a_read_only_server_and_follows_a_switchover() {
     assert!(run.all().contains("read-only"), "{}", run.all());
 
     // A writable, B read-only: jobstore starts on A, its writes land there.
-    pg_exec(
-        &admin_a,
-        &format!("ALTER DATABASE \"{name}\" RESET default_transaction_read_only"),
-    )
-    .await;
+    set_read_only(&admin_a, &name, false).await;
     let http = Client::http("");
     let serve = Serve::start(&url, &["--db-timeout", "5s", "--db-max-connections", "4"]).await;
     let base = serve.base.clone();
@@ -360,16 +359,8 @@ async fn a_multi_host_url_skips_a_read_only_server_and_follows_a_switchover() {
     assert_eq!(db.scalar("SELECT count(*) FROM job_results").await, 0);
 
     // The other order: a read-only first host is skipped.
-    pg_exec(
-        &admin_b,
-        &format!("ALTER DATABASE \"{name}\" RESET default_transaction_read_only"),
-    )
-    .await;
-    pg_exec(
-        &admin_a,
-        &format!("ALTER DATABASE \"{name}\" SET default_transaction_read_only = on"),
-    )
-    .await;
+    set_read_only(&admin_b, &name, false).await;
+    set_read_only(&admin_a, &name, true).await;
     let reversed = format!(
         "postgres://postgres@127.0.0.1:{},127.0.0.1:5432/{name}",
         pg.port

@@ -6,14 +6,13 @@
 
 use crate::common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
-use common::load::{Ledger, LoadPlan, run_load, verify_ledger};
+use common::load::{Ledger, LoadPlan, spawn_load, verify_ledger};
 use common::{
     Backend, Client, HEAVY, Kind, Resp, Serve, TestDb, assert_error_body, fetch_all, random_hex,
     scalar, store_config,
@@ -33,6 +32,43 @@ async fn batches(http: &Client) -> (u64, u64) {
         value("jobstore_group_commit_rows_count"),
         value("jobstore_group_commit_rows_sum"),
     )
+}
+
+/// Asserts the status each request of a batch wanted (0: any) and, for an error, the
+/// contract's error body.
+#[track_caller]
+fn assert_statuses<'a>(wanted: impl Iterator<Item = (&'a String, u16)>, answers: &[Resp]) {
+    for ((path, want), r) in wanted.zip(answers) {
+        if want == 0 {
+            continue;
+        }
+        assert_eq!(r.status.as_u16(), want, "{path}: {}", r.text());
+        if want >= 400 {
+            assert_error_body(path, r);
+        }
+    }
+}
+
+/// Reads back each good entry (asserting 200): in `state`, with the result it was created
+/// with, and just as the batched request for it answered.
+async fn assert_answered_as_stored(
+    http: &Client, good: &[(Kind, String, String)], answers: &[Resp], state: &str,
+) {
+    for ((kind, cluster, id), r) in good.iter().zip(answers) {
+        let entry = http
+            .get(&kind.entry(cluster, id))
+            .await
+            .expect(StatusCode::OK)
+            .json();
+        assert_eq!(entry["state"], state);
+        assert_eq!(entry["result"], kind.result(id));
+        assert_eq!(
+            r.json(),
+            entry,
+            "{}: the answer is the stored entry",
+            r.request
+        );
+    }
 }
 
 /// A body larger than the server's `--body-limit 65536`.
@@ -105,15 +141,8 @@ async fn each_request_gets_its_own_answer(backend: Backend) {
             .map(|(p, b, _)| (p.clone(), Some(b.clone()))),
     )
     .await;
-    for ((path, _, want), r) in requests.iter().zip(&answers) {
-        if *want == 0 {
-            continue;
-        }
-        assert_eq!(r.status.as_u16(), *want, "{path}: {}", r.text());
-        if *want >= 400 {
-            assert_error_body(path, r);
-        }
-    }
+    let wanted = requests.iter().map(|(path, _, want)| (path, *want));
+    assert_statuses(wanted, &answers);
     let conflict = &answers[good.len()];
     assert!(
         conflict.text().contains(&present),
@@ -128,16 +157,7 @@ async fn each_request_gets_its_own_answer(backend: Backend) {
         twins.contains(&201) && twins.contains(&409),
         "two creates of one id: {twins:?}"
     );
-    for ((kind, cluster, id), r) in good.iter().zip(&answers) {
-        let entry = http
-            .get(&kind.entry(cluster, id))
-            .await
-            .expect(StatusCode::OK)
-            .json();
-        assert_eq!(entry["state"], "dirty");
-        assert_eq!(entry["result"], kind.result(id));
-        assert_eq!(r.json(), entry, "the create answered the stored entry");
-    }
+    assert_answered_as_stored(&http, &good, &answers, "dirty").await;
     let stored = |cluster: &str| {
         let url = db.url.clone();
         let cluster = cluster.to_owned();
@@ -196,12 +216,7 @@ async fn each_request_gets_its_own_answer(backend: Backend) {
     cleans.push((Kind::Job.clean("bad!cluster", &absent), 400));
     let before = batches(&http).await;
     let answers = send_all(&http, cleans.iter().map(|(p, _)| (p.clone(), None))).await;
-    for ((path, want), r) in cleans.iter().zip(&answers) {
-        assert_eq!(r.status.as_u16(), *want, "{path}: {}", r.text());
-        if *want >= 400 {
-            assert_error_body(path, r);
-        }
-    }
+    assert_statuses(cleans.iter().map(|(path, want)| (path, *want)), &answers);
     assert!(
         answers[good.len()].text().contains(&absent),
         "{}",
@@ -212,15 +227,7 @@ async fn each_request_gets_its_own_answer(backend: Backend) {
         cleaned,
         "clean again: as it is, the same cleaned-at"
     );
-    for ((kind, cluster, id), r) in good.iter().zip(&answers) {
-        let entry = http
-            .get(&kind.entry(cluster, id))
-            .await
-            .expect(StatusCode::OK)
-            .json();
-        assert_eq!(entry["state"], "clean");
-        assert_eq!(r.json(), entry);
-    }
+    assert_answered_as_stored(&http, &good, &answers, "clean").await;
     for (table, _) in [Kind::Job.table(), Kind::Application.table()] {
         let dirty = scalar(
             &db.url,
@@ -420,18 +427,12 @@ async fn sigkill_during_flushes(backend: Backend) {
     let mut serve = Serve::start(&db.url, &["--group-commit-window", "2ms"]).await;
     let http = Client::http_with_timeout("", Duration::from_secs(10));
     let ledger = Arc::new(Ledger::default());
-    let stop = CancellationToken::new();
     let plan = LoadPlan {
-        servers: Arc::new(Mutex::new(vec![serve.base.clone()])),
-        cluster: "gc-crash".into(),
         workers: 32,
-        entries_per_worker: 2_000,
-        stop: stop.clone(),
         attempts: 40,
-        retry_pause: Duration::from_millis(100),
-        http: http.clone(),
+        ..LoadPlan::until_stopped(vec![serve.base.clone()], "gc-crash", &http)
     };
-    let load = tokio::spawn(run_load(plan, ledger.clone()));
+    let load = spawn_load(plan, ledger.clone());
     let mut kills = 0;
     let mut batched = (0, 0);
     for _ in 0..3 {
@@ -443,12 +444,7 @@ async fn sigkill_during_flushes(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         serve.restart().await;
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(60), load)
-        .await
-        .expect("the load stops")
-        .unwrap();
+    load.stop_after(Duration::from_millis(1500)).await;
     let verdict = verify_ledger(&db.url, "gc-crash", &ledger).await;
     let stats = ledger.stats.lock().unwrap().clone();
     eprintln!(

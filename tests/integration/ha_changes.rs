@@ -8,33 +8,14 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 
-use common::ha::HaLease;
-use common::{Backend, Client, Resp, TestStore, random_hex};
+use common::ha::HaRoutes;
+use common::{Backend, Client, TestStore, random_hex};
 
 const BASE: &str = "/v1/clusters/ha-changes/ha";
-
-async fn send(api: &Client, method: Method, path: &str, body: &Value) -> Resp {
-    common::ha::send(api, BASE, method, path, body).await
-}
-
-async fn acquire(api: &Client, holder: &str) -> HaLease {
-    common::ha::acquire(api, BASE, holder).await
-}
-
-async fn publish(api: &Client, epoch: &HaLease, component: &str, address: &str) {
-    send(
-        api,
-        Method::PUT,
-        &format!("/leader-info/{component}"),
-        &epoch.body(json!({"address": address, "session-id": "s"})),
-    )
-    .await
-    .expect(StatusCode::OK);
-}
 
 /// `GET .../leader-info?wait-ms=` with `If-None-Match: tag`: the status, the ETag, the body.
 async fn poll(api: &Client, tag: Option<&str>, wait_ms: u64) -> (StatusCode, String, Value) {
@@ -44,23 +25,22 @@ async fn poll(api: &Client, tag: Option<&str>, wait_ms: u64) -> (StatusCode, Str
 backend_tests!(
     a_long_poll_answers_at_once_304_or_when_a_publish_lands,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
-        let epoch = acquire(&api, "jm-a").await;
-        publish(&api, &epoch, "dispatcher", "pekko://a/d").await;
-        let (status, tag, body) = poll(&api, None, 0).await;
+        let (ha, epoch) = common::ha::leader(&ts, BASE, "jm-a").await;
+        ha.publish(&epoch, "dispatcher", "pekko://a/d").await;
+        let (status, tag, body) = poll(&ha.api, None, 0).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body["leader-info"][0]["address"], "pekko://a/d", "{body}");
         // Unchanged, no wait: 304 with the same tag; another tag: the listing at once.
-        let (status, same, body) = poll(&api, Some(&tag), 0).await;
+        let (status, same, body) = poll(&ha.api, Some(&tag), 0).await;
         assert_eq!(
             (status, same.as_str(), &body),
             (StatusCode::NOT_MODIFIED, tag.as_str(), &Value::Null)
         );
-        let (status, _, _) = poll(&api, Some("\"other\""), 5000).await;
+        let (status, _, _) = poll(&ha.api, Some("\"other\""), 5000).await;
         assert_eq!(status, StatusCode::OK);
         // A wait ends with the publish made during it.
         let waiter = {
-            let (api, tag) = (api.clone(), tag.clone());
+            let (api, tag) = (ha.api.clone(), tag.clone());
             tokio::spawn(async move { poll(&api, Some(&tag), 20_000).await })
         };
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -68,7 +48,7 @@ backend_tests!(
             !waiter.is_finished(),
             "the long poll answered before any change"
         );
-        publish(&api, &epoch, "resourcemanager", "pekko://a/rm").await;
+        ha.publish(&epoch, "resourcemanager", "pekko://a/rm").await;
         let (status, new_tag, body) = tokio::time::timeout(Duration::from_secs(15), waiter)
             .await
             .expect("the long poll ends with the publish, long before its 20 s wait")
@@ -77,10 +57,10 @@ backend_tests!(
         assert_ne!(new_tag, tag);
         assert_eq!(body["leader-info"].as_array().unwrap().len(), 2, "{body}");
         // A wait with no change ends 304 once it is over.
-        let (status, _, _) = poll(&api, Some(&new_tag), 200).await;
+        let (status, _, _) = poll(&ha.api, Some(&new_tag), 200).await;
         assert_eq!(status, StatusCode::NOT_MODIFIED);
         // wait-ms out of bounds: 400.
-        let r = api.get(&format!("{BASE}/leader-info?wait-ms=60001")).await;
+        let r = ha.get("/leader-info?wait-ms=60001").await;
         r.error(StatusCode::BAD_REQUEST);
     }
 );
@@ -93,11 +73,9 @@ async fn a_publish_on_another_replica_wakes_a_long_poll_through_notify() {
     let other = jobstore::store::open(&common::store_config(&ts.url))
         .await
         .unwrap();
-    let (api, api_other) = (
-        ts.api(HttpConfig::default()),
-        Client::in_process(other, HttpConfig::default()),
-    );
-    let epoch = acquire(&api_other, "jm-a").await;
+    let api = ts.api(HttpConfig::default());
+    let other = HaRoutes::new(Client::in_process(other, HttpConfig::default()), BASE);
+    let epoch = other.acquire("jm-a").await;
     let (_, tag, _) = poll(&api, None, 0).await;
     let waiter = {
         let api = api.clone();
@@ -105,7 +83,7 @@ async fn a_publish_on_another_replica_wakes_a_long_poll_through_notify() {
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let published = Instant::now();
-    publish(&api_other, &epoch, "dispatcher", "pekko://b/d").await;
+    other.publish(&epoch, "dispatcher", "pekko://b/d").await;
     let (status, _, body) = waiter.await.unwrap();
     let woken_after = published.elapsed();
     assert_eq!(status, StatusCode::OK);
@@ -119,43 +97,30 @@ async fn a_publish_on_another_replica_wakes_a_long_poll_through_notify() {
 backend_tests!(
     mark_for_deletion_hides_a_handle_from_replace_until_it_is_removed,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
-        let e = acquire(&api, "jm").await;
+        let (ha, e) = common::ha::leader(&ts, BASE, "jm").await;
         let job = random_hex();
         let path = "/state-handles/checkpoint/7";
-        send(
-            &api,
-            Method::POST,
-            path,
-            &e.body(json!({"job": job, "handle": "01"})),
-        )
-        .await
-        .expect(StatusCode::CREATED);
+        ha.post(path, e.body(json!({"job": job, "handle": "01"})))
+            .await
+            .expect(StatusCode::CREATED);
         let mark = format!("{path}/mark-for-deletion");
-        send(
-            &api,
-            Method::POST,
-            &mark,
-            &(&e + 1).body(json!({"job": job})),
-        )
-        .await
-        .error_naming(StatusCode::CONFLICT, &["fenced"]);
-        let r = send(&api, Method::POST, &mark, &e.body(json!({"job": job}))).await;
+        ha.post(&mark, (&e + 1).body(json!({"job": job})))
+            .await
+            .error_naming(StatusCode::CONFLICT, &["fenced"]);
+        let r = ha.post(&mark, e.body(json!({"job": job}))).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["version"], 1);
-        let got = api.get(&format!("{BASE}{path}?job={job}")).await;
+        let got = ha.get(&format!("{path}?job={job}")).await;
         assert_eq!(got.json()["marked-for-deletion"], true);
-        send(
-            &api,
-            Method::PUT,
+        ha.put(
             path,
-            &e.body(json!({"job": job, "expected-version": 1, "handle": "02"})),
+            e.body(json!({"job": job, "expected-version": 1, "handle": "02"})),
         )
         .await
         .error(StatusCode::NOT_FOUND);
-        let r = send(&api, Method::DELETE, path, &e.body(json!({"job": job}))).await;
+        let r = ha.delete(path, e.body(json!({"job": job}))).await;
         assert_eq!(r.json()["removed"], true);
-        send(&api, Method::POST, &mark, &e.body(json!({"job": job})))
+        ha.post(&mark, e.body(json!({"job": job})))
             .await
             .error(StatusCode::NOT_FOUND);
     }
@@ -164,39 +129,19 @@ backend_tests!(
 backend_tests!(
     counter_job_and_cluster_cleanup_are_fenced_and_remove_what_they_name,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
-        let e = acquire(&api, "jm").await;
+        let (ha, e) = common::ha::leader(&ts, BASE, "jm").await;
         let (job, kept) = (random_hex(), random_hex());
         for j in [&job, &kept] {
-            for (method, path, body, status) in [
-                (
-                    "POST",
-                    format!("/state-handles/execution-plan/{j}"),
-                    e.body(json!({"handle": "0a"})),
-                    201,
-                ),
-                (
-                    "POST",
-                    "/state-handles/checkpoint/1".to_owned(),
-                    e.body(json!({"job": j, "handle": "0b"})),
-                    201,
-                ),
-                (
-                    "POST",
-                    format!("/counters/{j}/get-and-increment"),
-                    e.body(json!({})),
-                    200,
-                ),
-                (
-                    "PUT",
-                    format!("/leader-info/{j}"),
-                    e.body(json!({"address": "pekko://jm", "session-id": "s"})),
-                    200,
-                ),
-            ] {
-                let r = send(&api, method.parse().unwrap(), &path, &body).await;
-                r.expect(StatusCode::from_u16(status).unwrap());
-            }
+            let plan = format!("/state-handles/execution-plan/{j}");
+            ha.post(&plan, e.body(json!({"handle": "0a"})))
+                .await
+                .expect(StatusCode::CREATED);
+            let checkpoint = e.body(json!({"job": j, "handle": "0b"}));
+            ha.post("/state-handles/checkpoint/1", checkpoint)
+                .await
+                .expect(StatusCode::CREATED);
+            ha.get_and_increment(&e, j).await.expect(StatusCode::OK);
+            ha.publish(&e, j, "pekko://jm").await;
         }
         // A stale epoch removes nothing.
         for path in [
@@ -204,64 +149,39 @@ backend_tests!(
             format!("/jobs/{job}"),
             String::new(),
         ] {
-            send(&api, Method::DELETE, &path, &(&e + 1).body(json!({})))
+            ha.delete(&path, (&e + 1).body(json!({})))
                 .await
                 .error_naming(StatusCode::CONFLICT, &["fenced"]);
-            send(&api, Method::DELETE, &path, &e.body(json!({"job": job})))
+            ha.delete(&path, e.body(json!({"job": job})))
                 .await
                 .error(StatusCode::BAD_REQUEST);
         }
         // The counter alone, twice (idempotent).
         for _ in 0..2 {
-            send(
-                &api,
-                Method::DELETE,
-                &format!("/counters/{job}"),
-                &e.body(json!({})),
-            )
-            .await
-            .expect(StatusCode::NO_CONTENT);
+            ha.delete(&format!("/counters/{job}"), e.body(json!({})))
+                .await
+                .expect(StatusCode::NO_CONTENT);
         }
-        api.get(&format!("{BASE}/counters/{job}"))
-            .await
-            .error(StatusCode::NOT_FOUND);
-        api.get(&format!("{BASE}/counters/{kept}"))
+        ha.assert_not_found(&format!("/counters/{job}")).await;
+        ha.get(&format!("/counters/{kept}"))
             .await
             .expect(StatusCode::OK);
         // The job's data, not the other job's.
-        send(
-            &api,
-            Method::DELETE,
-            &format!("/jobs/{job}"),
-            &e.body(json!({})),
-        )
-        .await
-        .expect(StatusCode::NO_CONTENT);
-        for (path, status) in [
-            (
-                format!("/state-handles/execution-plan/{job}"),
-                StatusCode::NOT_FOUND,
-            ),
-            (
-                format!("/state-handles/checkpoint/1?job={job}"),
-                StatusCode::NOT_FOUND,
-            ),
-            (format!("/leader-info/{job}"), StatusCode::NOT_FOUND),
-            (
-                format!("/state-handles/execution-plan/{kept}"),
-                StatusCode::OK,
-            ),
-            (
-                format!("/state-handles/checkpoint/1?job={kept}"),
-                StatusCode::OK,
-            ),
-            (format!("/leader-info/{kept}"), StatusCode::OK),
-        ] {
-            let r = api.get(&format!("{BASE}{path}")).await;
-            assert_eq!(r.status, status, "{path}: {}", r.text());
+        ha.delete(&format!("/jobs/{job}"), e.body(json!({})))
+            .await
+            .expect(StatusCode::NO_CONTENT);
+        for (j, status) in [(&job, StatusCode::NOT_FOUND), (&kept, StatusCode::OK)] {
+            for path in [
+                format!("/state-handles/execution-plan/{j}"),
+                format!("/state-handles/checkpoint/1?job={j}"),
+                format!("/leader-info/{j}"),
+            ] {
+                let r = ha.get(&path).await;
+                assert_eq!(r.status, status, "{path}: {}", r.text());
+            }
         }
         // The cluster's data: everything; the epoch is over and never handed out again.
-        send(&api, Method::DELETE, "", &e.body(json!({})))
+        ha.delete("", e.body(json!({})))
             .await
             .expect(StatusCode::NO_CONTENT);
         for path in [
@@ -269,10 +189,8 @@ backend_tests!(
             format!("/counters/{kept}"),
             format!("/leader-info/{kept}"),
         ] {
-            api.get(&format!("{BASE}{path}"))
-                .await
-                .error(StatusCode::NOT_FOUND);
+            ha.assert_not_found(&path).await;
         }
-        assert_eq!(acquire(&api, "jm").await.epoch, e.epoch + 1);
+        assert_eq!(ha.acquire("jm").await.epoch, e.epoch + 1);
     }
 );

@@ -9,12 +9,11 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use axum::http::{Method, StatusCode};
-use jobstore::http::HttpConfig;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use common::ha::HaLease;
-use common::{Backend, Client, Resp, Serve, TestStore};
+use common::ha::{HaLease, HaRoutes, LEASE_MS};
+use common::{Backend, Resp, Serve, TestStore};
 
 const BASE: &str = "/v1/clusters/ha-failover/ha";
 
@@ -25,30 +24,18 @@ const EXPIRES_IN: &str = "jobstore-lease-expires-in-ms";
 /// wake-up within it came from the change itself.
 const WOKEN_WITHIN: Duration = Duration::from_millis(4500);
 
-async fn post(api: &Client, path: &str, body: Value) -> Resp {
-    common::ha::send(api, BASE, Method::POST, path, &body).await
-}
-
-/// `POST /lease/acquire` for `holder`, `ms` long.
-async fn try_acquire(api: &Client, holder: &str, ms: u64) -> Resp {
-    post(
-        api,
-        "/lease/acquire",
-        json!({"holder": holder, "duration-ms": ms}),
-    )
-    .await
-}
-
-async fn acquire(api: &Client, holder: &str, ms: u64) -> HaLease {
-    let r = try_acquire(api, holder, ms).await;
-    r.expect(StatusCode::OK);
-    HaLease::of(&r.json())
-}
-
-async fn release(api: &Client, holder: &str, lease: &HaLease) {
-    let r = post(api, "/lease/release", lease.body(json!({"holder": holder}))).await;
+/// Releases `lease` for `holder`, asserting that it ended the lease.
+async fn release(ha: &HaRoutes, holder: &str, lease: &HaLease) {
+    let r = ha.release(holder, lease).await;
     r.expect(StatusCode::OK);
     assert_eq!(r.json()["released"], true);
+}
+
+/// The HA routes over `ts`'s store and `jm-a`'s lease of `ms` there.
+async fn held_by_jm_a(ts: &TestStore, ms: u64) -> (HaRoutes, HaLease) {
+    let ha = HaRoutes::in_process(ts, BASE);
+    let lease = ha.acquire_for("jm-a", ms).await;
+    (ha, lease)
 }
 
 /// The milliseconds a 409 of an acquisition says the live lease has left.
@@ -75,14 +62,14 @@ fn expires_in(r: &Resp) -> u64 {
 }
 
 /// `GET .../lease?wait-ms=` with `If-None-Match: tag`: the status, the ETag, the body.
-async fn poll(api: &Client, tag: Option<&str>, wait_ms: u64) -> (StatusCode, String, Value) {
-    common::ha::long_poll(api, &format!("{BASE}/lease"), tag, wait_ms).await
+async fn poll(ha: &HaRoutes, tag: Option<&str>, wait_ms: u64) -> (StatusCode, String, Value) {
+    common::ha::long_poll(&ha.api, &format!("{}/lease", ha.base), tag, wait_ms).await
 }
 
 /// The lease as `GET .../lease` answers it, checked to show exactly the documented fields
 /// (never the lease id).
-async fn lease_now(api: &Client) -> (String, Value) {
-    let (status, tag, body) = poll(api, None, 0).await;
+async fn lease_now(ha: &HaRoutes) -> (String, Value) {
+    let (status, tag, body) = poll(ha, None, 0).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         common::keys(&body),
@@ -95,10 +82,10 @@ async fn lease_now(api: &Client) -> (String, Value) {
 /// A long poll of the lease with `tag`, in a task of its own; it must still wait 300 ms
 /// later.
 async fn waiting_poll(
-    api: &Client, tag: &str, wait_ms: u64,
+    ha: &HaRoutes, tag: &str, wait_ms: u64,
 ) -> tokio::task::JoinHandle<(StatusCode, String, Value)> {
-    let (api, tag) = (api.clone(), tag.to_owned());
-    let waiter = tokio::spawn(async move { poll(&api, Some(&tag), wait_ms).await });
+    let (ha, tag) = (ha.clone(), tag.to_owned());
+    let waiter = tokio::spawn(async move { poll(&ha, Some(&tag), wait_ms).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !waiter.is_finished(),
@@ -123,22 +110,21 @@ async fn woken(
 backend_tests!(
     the_409_of_an_acquisition_tells_how_long_the_lease_has_left,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
         let lease_ms = 3000;
-        let a = acquire(&api, "jm-a", lease_ms).await;
-        let first = expires_in(&try_acquire(&api, "jm-b", 60_000).await);
+        let (ha, a) = held_by_jm_a(&ts, lease_ms).await;
+        let first = expires_in(&ha.try_acquire("jm-b", LEASE_MS).await);
         assert!(
             first > 0 && first <= lease_ms,
             "{first} ms left of a {lease_ms} ms lease"
         );
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let later = expires_in(&try_acquire(&api, "jm-b", 60_000).await);
+        let later = expires_in(&ha.try_acquire("jm-b", LEASE_MS).await);
         assert!(
             later > 0 && later + 300 <= first,
             "{later} ms left 400 ms after {first} ms"
         );
         // The lease as anyone sees it: the same time left, never the lease id.
-        let (_, body) = lease_now(&api).await;
+        let (_, body) = lease_now(&ha).await;
         assert_eq!(
             (&body["holder"], &body["epoch"], &body["live"]),
             (&json!("jm-a"), &json!(a.epoch), &json!(true))
@@ -146,14 +132,10 @@ backend_tests!(
         let left = body["expires-in-ms"].as_u64().unwrap();
         assert!(left > 0 && left <= later, "{body}");
         // A renewal moves it back up.
-        let r = post(
-            &api,
-            "/lease/renew",
-            a.body(json!({"holder": "jm-a", "duration-ms": lease_ms})),
-        )
-        .await;
-        r.expect(StatusCode::OK);
-        let renewed = expires_in(&try_acquire(&api, "jm-b", 60_000).await);
+        ha.renew_for("jm-a", &a, lease_ms)
+            .await
+            .expect(StatusCode::OK);
+        let renewed = expires_in(&ha.try_acquire("jm-b", LEASE_MS).await);
         assert!(
             renewed > later,
             "{renewed} ms left after a renewal, {later} before"
@@ -164,14 +146,14 @@ backend_tests!(
 backend_tests!(
     a_long_poll_of_the_lease_is_woken_by_a_release_and_by_another_holder,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
+        let ha = HaRoutes::in_process(&ts, BASE);
         // Never leased: 404 with a tag, and a long poll on that tag ends with the first
         // acquisition.
-        let (status, never, _) = poll(&api, None, 0).await;
+        let (status, never, _) = poll(&ha, None, 0).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
-        let waiter = waiting_poll(&api, &never, 20_000).await;
+        let waiter = waiting_poll(&ha, &never, 20_000).await;
         let since = Instant::now();
-        let a = acquire(&api, "jm-a", 60_000).await;
+        let a = ha.acquire("jm-a").await;
         let ((status, held, body), after) = woken(waiter, since, "the first acquisition").await;
         assert_eq!(
             (status, &body["holder"], &body["live"]),
@@ -183,9 +165,9 @@ backend_tests!(
         assert!(body.get("lease-id").is_none(), "{body}");
 
         // A release.
-        let waiter = waiting_poll(&api, &held, 20_000).await;
+        let waiter = waiting_poll(&ha, &held, 20_000).await;
         let since = Instant::now();
-        release(&api, "jm-a", &a).await;
+        release(&ha, "jm-a", &a).await;
         let ((status, released, body), after) = woken(waiter, since, "a release").await;
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(
@@ -197,9 +179,9 @@ backend_tests!(
         assert!(after < WOKEN_WITHIN, "{after:?}");
 
         // An acquisition by another holder.
-        let waiter = waiting_poll(&api, &released, 20_000).await;
+        let waiter = waiting_poll(&ha, &released, 20_000).await;
         let since = Instant::now();
-        let b = acquire(&api, "jm-b", 60_000).await;
+        let b = ha.acquire("jm-b").await;
         let ((status, taken, body), after) =
             woken(waiter, since, "another holder's acquisition").await;
         assert_eq!(status, StatusCode::OK, "{body}");
@@ -216,21 +198,16 @@ backend_tests!(
 backend_tests!(
     a_long_poll_of_the_lease_ends_at_its_expiry_and_304_when_nothing_changed,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
         let lease_ms = 1500;
-        let a = acquire(&api, "jm-a", lease_ms).await;
-        let (tag, _) = lease_now(&api).await;
+        let (ha, a) = held_by_jm_a(&ts, lease_ms).await;
+        let (tag, _) = lease_now(&ha).await;
         // A renewal changes neither holder, nor epoch, nor liveness: 304 at the end of the wait,
         // the same tag.
         let started = Instant::now();
-        let waiter = waiting_poll(&api, &tag, 700).await;
-        let r = post(
-            &api,
-            "/lease/renew",
-            a.body(json!({"holder": "jm-a", "duration-ms": lease_ms})),
-        )
-        .await;
-        r.expect(StatusCode::OK);
+        let waiter = waiting_poll(&ha, &tag, 700).await;
+        ha.renew_for("jm-a", &a, lease_ms)
+            .await
+            .expect(StatusCode::OK);
         let (status, same, body) = waiter.await.unwrap();
         assert_eq!(
             (status, same.as_str(), &body),
@@ -242,16 +219,16 @@ backend_tests!(
             started.elapsed()
         );
         // No wait: 304 at once; another tag: the lease at once.
-        let (status, _, _) = poll(&api, Some(&tag), 0).await;
+        let (status, _, _) = poll(&ha, Some(&tag), 0).await;
         assert_eq!(status, StatusCode::NOT_MODIFIED);
-        let (status, _, body) = poll(&api, Some("\"other\""), 5000).await;
+        let (status, _, body) = poll(&ha, Some("\"other\""), 5000).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         // The lapse of the lease, with no write at all, ends the wait: the tag covers liveness.
         let left = body["expires-in-ms"].as_u64().unwrap();
         let since = Instant::now();
         let waiter = tokio::spawn({
-            let (api, tag) = (api.clone(), tag.clone());
-            async move { poll(&api, Some(&tag), 20_000).await }
+            let (ha, tag) = (ha.clone(), tag.clone());
+            async move { poll(&ha, Some(&tag), 20_000).await }
         });
         let ((status, expired, body), after) = woken(waiter, since, "the lease's expiry").await;
         assert_eq!(status, StatusCode::OK, "{body}");
@@ -264,7 +241,7 @@ backend_tests!(
             "{left} ms left, answered after {after:?}"
         );
         // wait-ms out of bounds: 400.
-        api.get(&format!("{BASE}/lease?wait-ms=60001"))
+        ha.get("/lease?wait-ms=60001")
             .await
             .error(StatusCode::BAD_REQUEST);
     }
@@ -277,16 +254,17 @@ backend_tests!(
 async fn a_lease_change_on_another_process_wakes_a_long_poll_through_notify() {
     let ts = TestStore::new(Backend::Postgres).await;
     let other = Serve::start(&ts.url, &[]).await;
-    let api = ts.api(HttpConfig::default());
-    let a = acquire(&other.http, "jm-a", 60_000).await;
-    let (held, _) = lease_now(&api).await;
+    let other_ha = HaRoutes::new(other.http.clone(), BASE);
+    let ha = HaRoutes::in_process(&ts, BASE);
+    let a = other_ha.acquire("jm-a").await;
+    let (held, _) = lease_now(&ha).await;
     // Let this process's LISTEN connection come up (the first long poll starts it).
-    let (status, _, _) = poll(&api, Some(&held), 500).await;
+    let (status, _, _) = poll(&ha, Some(&held), 500).await;
     assert_eq!(status, StatusCode::NOT_MODIFIED);
 
-    let waiter = waiting_poll(&api, &held, 30_000).await;
+    let waiter = waiting_poll(&ha, &held, 30_000).await;
     let since = Instant::now();
-    release(&other.http, "jm-a", &a).await;
+    release(&other_ha, "jm-a", &a).await;
     let ((status, released, body), after) =
         woken(waiter, since, "the other process's release").await;
     assert_eq!(
@@ -299,9 +277,9 @@ async fn a_lease_change_on_another_process_wakes_a_long_poll_through_notify() {
         "woken {after:?} after the other process's release: not by NOTIFY (the re-check runs every 5 s)"
     );
 
-    let waiter = waiting_poll(&api, &released, 30_000).await;
+    let waiter = waiting_poll(&ha, &released, 30_000).await;
     let since = Instant::now();
-    acquire(&other.http, "jm-b", 60_000).await;
+    other_ha.acquire("jm-b").await;
     let ((status, _, body), after) = woken(waiter, since, "the other process's acquisition").await;
     assert_eq!(
         (status, &body["holder"]),

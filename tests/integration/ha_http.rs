@@ -5,53 +5,17 @@
 use crate::common;
 
 use axum::http::{Method, StatusCode};
-use jobstore::http::HttpConfig;
 use serde_json::{Value, json};
 
-use common::ha::HaLease;
-use common::{Client, Resp, random_hex};
+use common::ha::{HaLease, HaRoutes, LEASE_MS};
+use common::{TestStore, random_hex};
 
 const BASE: &str = "/v1/clusters/ha-c/ha";
 
-async fn send(api: &Client, method: Method, path: &str, body: &Value) -> Resp {
-    common::ha::send(api, BASE, method, path, body).await
-}
-
-async fn post(api: &Client, path: &str, body: Value) -> Resp {
-    send(api, Method::POST, path, &body).await
-}
-
-async fn put(api: &Client, path: &str, body: Value) -> Resp {
-    send(api, Method::PUT, path, &body).await
-}
-
-async fn delete(api: &Client, path: &str, body: Value) -> Resp {
-    send(api, Method::DELETE, path, &body).await
-}
-
-/// `POST /lease/{action}` for `holder`: `renew` of `lease` for 60 s, `release` of `lease`.
-async fn lease(api: &Client, action: &str, holder: &str, lease: &HaLease) -> Resp {
-    let body = match action {
-        "renew" => lease.body(json!({"holder": holder, "duration-ms": 60000})),
-        _ => lease.body(json!({"holder": holder})),
-    };
-    post(api, &format!("/lease/{action}"), body).await
-}
-
-/// `POST /lease/acquire` for `holder`, 60 s.
-async fn try_acquire(api: &Client, holder: &str) -> Resp {
-    post(
-        api,
-        "/lease/acquire",
-        json!({"holder": holder, "duration-ms": 60000}),
-    )
-    .await
-}
-
-async fn acquire(api: &Client, holder: &str) -> HaLease {
-    let r = try_acquire(api, holder).await;
-    r.expect(StatusCode::OK);
-    HaLease::of(&r.json())
+/// The HA routes of cluster `ha-c` on the router in-process over `ts`'s store, and the lease
+/// `holder` took there.
+async fn leader(ts: &TestStore, holder: &str) -> (HaRoutes, HaLease) {
+    common::ha::leader(ts, BASE, holder).await
 }
 
 /// One request of every fenced route (and the renewal) of `lease`, on job `job`'s data:
@@ -107,23 +71,20 @@ fn fenced_writes(lease: &HaLease, job: &str) -> Vec<(Method, String, Value)> {
 }
 
 backend_tests!(lease_routes_hand_out_and_fence_epochs, |ts| async move {
-    let api = ts.api(HttpConfig::default());
-    let a = acquire(&api, "jm-a").await;
+    let (ha, a) = leader(&ts, "jm-a").await;
     assert_eq!(a, 1);
     // The live holder asking again renews under the same lease (epoch and lease id).
-    assert_eq!(acquire(&api, "jm-a").await, a);
-    let r = try_acquire(&api, "jm-b").await;
+    assert_eq!(ha.acquire("jm-a").await, a);
+    let r = ha.try_acquire("jm-b", LEASE_MS).await;
     r.error(StatusCode::CONFLICT);
-    lease(&api, "renew", "jm-a", &a)
-        .await
-        .expect(StatusCode::OK);
-    let r = lease(&api, "release", "jm-a", &a).await;
+    ha.renew("jm-a", &a).await.expect(StatusCode::OK);
+    let r = ha.release("jm-a", &a).await;
     r.expect(StatusCode::OK);
     assert_eq!(r.json()["released"], true);
-    let b = acquire(&api, "jm-b").await;
+    let b = ha.acquire("jm-b").await;
     assert_eq!(b, 2);
     assert_ne!(a.id, b.id, "every acquisition gets a lease id of its own");
-    let r = lease(&api, "renew", "jm-a", &a).await;
+    let r = ha.renew("jm-a", &a).await;
     r.error(StatusCode::CONFLICT);
     // The holder of the live epoch with another acquisition's lease id is fenced: the lease
     // id, not the epoch, is what no other acquisition can be given.
@@ -131,12 +92,8 @@ backend_tests!(lease_routes_hand_out_and_fence_epochs, |ts| async move {
         epoch: b.epoch,
         id: a.id.clone(),
     };
-    lease(&api, "renew", "jm-b", &forged)
-        .await
-        .error(StatusCode::CONFLICT);
-    lease(&api, "renew", "jm-b", &b)
-        .await
-        .expect(StatusCode::OK);
+    ha.renew("jm-b", &forged).await.error(StatusCode::CONFLICT);
+    ha.renew("jm-b", &b).await.expect(StatusCode::OK);
 });
 
 backend_tests!(
@@ -146,18 +103,14 @@ backend_tests!(
         // acquisition (and of A's writes) is acknowledged, then lost, so the lease row is as
         // it was before; B then acquires and gets A's epoch a second time. A, which does not
         // know, goes on writing under that epoch: every one of its writes must be refused.
-        let api = ts.api(HttpConfig::default());
-        let first = acquire(&api, "jm-0").await;
-        lease(&api, "release", "jm-0", &first)
-            .await
-            .expect(StatusCode::OK);
+        let (ha, first) = leader(&ts, "jm-0").await;
+        ha.release("jm-0", &first).await.expect(StatusCode::OK);
         let before = "SELECT count(*) FROM ha_leases WHERE cluster_id = 'ha-c' AND epoch = 1";
         assert_eq!(ts.db.scalar(before).await, 1);
-        let a = acquire(&api, "jm-a").await;
+        let a = ha.acquire("jm-a").await;
         assert_eq!(a.epoch, 2);
         let job = random_hex();
-        let increment = format!("/counters/{job}/get-and-increment");
-        let r = post(&api, &increment, a.body(json!({}))).await;
+        let r = ha.get_and_increment(&a, &job).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["value"], 1);
         // The failover loses A's acquisition and its writes.
@@ -168,380 +121,267 @@ backend_tests!(
         );
         assert_eq!(ts.db.execute(&restore).await, Ok(1));
         assert_eq!(ts.db.execute("DELETE FROM ha_counters").await, Ok(1));
-        let b = acquire(&api, "jm-b").await;
+        let b = ha.acquire("jm-b").await;
         assert_eq!(
             b.epoch, a.epoch,
             "the lost acquisition's epoch is handed out again"
         );
         assert_ne!(b.id, a.id);
-        put(
-            &api,
-            "/leader-info/dispatcher",
-            b.body(json!({"address": "pekko://b", "session-id": "s-b"})),
-        )
-        .await
-        .expect(StatusCode::OK);
-        let r = post(&api, &increment, b.body(json!({}))).await;
+        ha.publish(&b, "dispatcher", "pekko://b").await;
+        let r = ha.get_and_increment(&b, &job).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["value"], 1);
 
         // A, under the same epoch as B: every fenced route refuses it.
         for (method, path, body) in fenced_writes(&a, &job) {
-            let r = send(&api, method.clone(), &path, &body).await;
+            let r = ha.send(method.clone(), &path, &body).await;
             let message = r.error(StatusCode::CONFLICT);
             assert!(message.contains("fenced"), "{method} {path}: {message}");
         }
-        let r = lease(&api, "release", "jm-a", &a).await;
+        let r = ha.release("jm-a", &a).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["released"], false, "A's release ends nothing");
         // B's data is as B wrote it; B's lease lives on; the next id is B's.
-        let info = api.get(&format!("{BASE}/leader-info/dispatcher")).await;
+        let info = ha.get("/leader-info/dispatcher").await;
         info.expect(StatusCode::OK);
         assert_eq!(info.json()["address"], "pekko://b");
-        let r = post(&api, &increment, b.body(json!({}))).await;
+        let r = ha.get_and_increment(&b, &job).await;
         r.expect(StatusCode::OK);
         assert_eq!(
             r.json()["value"],
             2,
             "no checkpoint id went to A after B acquired"
         );
-        lease(&api, "renew", "jm-b", &b)
-            .await
-            .expect(StatusCode::OK);
+        ha.renew("jm-b", &b).await.expect(StatusCode::OK);
     }
 );
 
 backend_tests!(
     a_stale_epoch_is_answered_409_and_changes_nothing,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
-        let old = acquire(&api, "jm-a").await;
+        let (ha, old) = leader(&ts, "jm-a").await;
         let job = random_hex();
-        put(
-            &api,
-            "/leader-info/dispatcher",
-            old.body(json!({"address": "pekko://a", "session-id": "s-a"})),
-        )
-        .await
-        .expect(StatusCode::OK);
-        let r = post(
-            &api,
-            "/state-handles/checkpoint/1",
-            old.body(json!({"job": job, "handle": "aced0005"})),
-        )
-        .await;
+        ha.publish(&old, "dispatcher", "pekko://a").await;
+        let r = ha
+            .post(
+                "/state-handles/checkpoint/1",
+                old.body(json!({"job": job, "handle": "aced0005"})),
+            )
+            .await;
         r.expect(StatusCode::CREATED);
         assert_eq!(r.json()["version"], 1);
-        let r = post(
-            &api,
-            &format!("/counters/{job}/get-and-increment"),
-            old.body(json!({})),
-        )
-        .await;
+        let r = ha.get_and_increment(&old, &job).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["value"], 1);
 
-        lease(&api, "release", "jm-a", &old)
-            .await
-            .expect(StatusCode::OK);
-        let new = acquire(&api, "jm-b").await;
+        ha.release("jm-a", &old).await.expect(StatusCode::OK);
+        let new = ha.acquire("jm-b").await;
         assert_eq!(new.epoch, old.epoch + 1);
 
         for (method, path, body) in fenced_writes(&old, &job) {
-            let r = send(&api, method, &path, &body).await;
+            let r = ha.send(method, &path, &body).await;
             let message = r.error(StatusCode::CONFLICT);
             assert!(message.contains("fenced"), "{path}: {message}");
         }
-        let info = api.get(&format!("{BASE}/leader-info/dispatcher")).await;
+        let info = ha.get("/leader-info/dispatcher").await;
         info.expect(StatusCode::OK);
         assert_eq!(info.json()["address"], "pekko://a");
-        let h = api
-            .get(&format!("{BASE}/state-handles/checkpoint/1?job={job}"))
+        let h = ha
+            .get(&format!("/state-handles/checkpoint/1?job={job}"))
             .await;
         h.expect(StatusCode::OK);
         assert_eq!(
             (h.json()["version"].clone(), h.json()["handle"].clone()),
             (json!(1), json!("aced0005"))
         );
-        api.get(&format!("{BASE}/state-handles/checkpoint/2?job={job}"))
-            .await
-            .error(StatusCode::NOT_FOUND);
-        let c = api.get(&format!("{BASE}/counters/{job}")).await;
+        ha.assert_not_found(&format!("/state-handles/checkpoint/2?job={job}"))
+            .await;
+        let c = ha.get(&format!("/counters/{job}")).await;
         c.expect(StatusCode::OK);
         assert_eq!(c.json()["value"], 2);
     }
 );
 
 backend_tests!(state_handles_and_counters_over_http, |ts| async move {
-    let api = ts.api(HttpConfig::default());
-    let e = acquire(&api, "jm").await;
+    let (ha, e) = leader(&ts, "jm").await;
     let job = random_hex();
     let plan = format!("/state-handles/execution-plan/{job}");
     let counter = format!("/counters/{job}");
-    post(&api, &plan, e.body(json!({"handle": "0102"})))
+    ha.post(&plan, e.body(json!({"handle": "0102"})))
         .await
         .expect(StatusCode::CREATED);
-    post(&api, &plan, e.body(json!({"handle": "0102"})))
+    ha.post(&plan, e.body(json!({"handle": "0102"})))
         .await
         .error(StatusCode::CONFLICT);
-    let wrong = put(
-        &api,
-        &plan,
-        e.body(json!({"expected-version": 7, "handle": "03"})),
-    )
-    .await
-    .error(StatusCode::CONFLICT);
+    let wrong = ha
+        .put(
+            &plan,
+            e.body(json!({"expected-version": 7, "handle": "03"})),
+        )
+        .await
+        .error(StatusCode::CONFLICT);
     assert!(wrong.contains("version"), "{wrong}");
-    let r = put(
-        &api,
-        &plan,
-        e.body(json!({"expected-version": 1, "handle": "03"})),
-    )
-    .await;
+    let r = ha
+        .put(
+            &plan,
+            e.body(json!({"expected-version": 1, "handle": "03"})),
+        )
+        .await;
     r.expect(StatusCode::OK);
     assert_eq!(r.json()["version"], 2);
-    let list = api
-        .get(&format!("{BASE}/state-handles/execution-plan"))
-        .await;
+    let list = ha.get("/state-handles/execution-plan").await;
     list.expect(StatusCode::OK);
     let list = list.json();
     assert_eq!(list["state-handles"].as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list["state-handles"][0]["handle"], "03");
     for removed in [true, false] {
-        let r = delete(&api, &plan, e.body(json!({}))).await;
+        let r = ha.delete(&plan, e.body(json!({}))).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["removed"], removed);
     }
-    api.get(&format!("{BASE}/counters/{job}"))
-        .await
-        .error(StatusCode::NOT_FOUND);
-    put(&api, &counter, e.body(json!({"value": 7})))
+    ha.assert_not_found(&format!("/counters/{job}")).await;
+    ha.put(&counter, e.body(json!({"value": 7})))
         .await
         .expect(StatusCode::OK);
-    let r = post(
-        &api,
-        &format!("/counters/{job}/get-and-increment"),
-        e.body(json!({})),
-    )
-    .await;
+    let r = ha.get_and_increment(&e, &job).await;
     assert_eq!(r.json()["value"], 7);
-    let all = api.get(&format!("{BASE}/leader-info")).await;
+    let all = ha.get("/leader-info").await;
     all.expect(StatusCode::OK);
     assert_eq!(all.json(), json!({"leader-info": []}));
 });
 
 backend_tests!(bad_ha_input_is_400_never_5xx, |ts| async move {
-    let api = ts.api(HttpConfig::default());
-    let e = acquire(&api, "jm").await;
+    let (ha, e) = leader(&ts, "jm").await;
     let job = random_hex();
     let long = "x".repeat(300);
-    for (method, path, body) in [
+    let checkpoint = "/state-handles/checkpoint/1";
+    let counter = format!("/counters/{job}");
+    let increment = format!("/counters/{job}/get-and-increment");
+    // Per route, the bodies it refuses.
+    let refused: [(Method, &str, Vec<Value>); 13] = [
         (
             Method::POST,
-            "/lease/acquire".to_owned(),
-            json!({"holder": "", "duration-ms": 1000}),
+            "/lease/acquire",
+            vec![
+                json!({"holder": "", "duration-ms": 1000}),
+                json!({"holder": long, "duration-ms": 1000}),
+                json!({"holder": "h", "duration-ms": 0}),
+                json!({"holder": "h", "duration-ms": u64::MAX}),
+                json!({"holder": "h"}),
+                json!({"holder": "h\u{0}", "duration-ms": 1000}),
+                json!({"holder": "h", "duration-ms": 1000, "epoc": 1}),
+                // Each route takes exactly its own fields: one that another route takes is
+                // unknown here, as docs/api.md says.
+                json!({"holder": "h", "duration-ms": 1000, "epoch": 1}),
+            ],
         ),
         (
             Method::POST,
-            "/lease/acquire".to_owned(),
-            json!({"holder": long, "duration-ms": 1000}),
+            "/lease/renew",
+            vec![json!({"holder": "h", "duration-ms": 1000})],
         ),
         (
             Method::POST,
-            "/lease/acquire".to_owned(),
-            json!({"holder": "h", "duration-ms": 0}),
-        ),
-        (
-            Method::POST,
-            "/lease/acquire".to_owned(),
-            json!({"holder": "h", "duration-ms": u64::MAX}),
-        ),
-        (
-            Method::POST,
-            "/lease/acquire".to_owned(),
-            json!({"holder": "h"}),
-        ),
-        (
-            Method::POST,
-            "/lease/acquire".to_owned(),
-            json!({"holder": "h\u{0}", "duration-ms": 1000}),
-        ),
-        (
-            Method::POST,
-            "/lease/renew".to_owned(),
-            json!({"holder": "h", "duration-ms": 1000}),
-        ),
-        (
-            Method::POST,
-            "/lease/acquire".to_owned(),
-            json!({"holder": "h", "duration-ms": 1000, "epoc": 1}),
+            "/lease/release",
+            vec![e.body(json!({"holder": "jm", "duration-ms": 1000}))],
         ),
         (
             Method::PUT,
-            "/leader-info/dispatcher".to_owned(),
-            e.body(json!({"address": "", "session-id": "s"})),
+            "/leader-info/dispatcher",
+            vec![
+                e.body(json!({"address": "", "session-id": "s"})),
+                json!({"epoch": "one", "address": "a", "session-id": "s"}),
+            ],
         ),
         (
             Method::PUT,
-            format!("/leader-info/{long}"),
-            e.body(json!({"address": "a", "session-id": "s"})),
-        ),
-        (
-            Method::PUT,
-            "/leader-info/dispatcher".to_owned(),
-            json!({"epoch": "one", "address": "a", "session-id": "s"}),
-        ),
-        (
-            Method::POST,
-            "/state-handles/savepoint/1".to_owned(),
-            e.body(json!({"handle": "00"})),
-        ),
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"job": "JOB", "handle": "00"})),
-        ),
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"handle": "0"})),
-        ),
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"handle": "zz"})),
-        ),
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"handle": ""})),
-        ),
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"handle": "00".repeat(65537)})),
-        ),
-        (
-            Method::PUT,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"handle": "00"})),
-        ),
-        (
-            Method::PUT,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"expected-version": 0, "handle": "00"})),
-        ),
-        (
-            Method::PUT,
-            format!("/counters/{job}"),
-            e.body(json!({"value": 0})),
-        ),
-        (Method::PUT, format!("/counters/{job}"), e.body(json!({}))),
-        (
-            Method::POST,
-            "/counters/nothex/get-and-increment".to_owned(),
-            e.body(json!({})),
-        ),
-        (
-            Method::POST,
-            format!("/counters/{job}/get-and-increment"),
-            json!({"epoch": 1e300}),
-        ),
-        // Each route takes exactly its own fields: one that another route takes is unknown
-        // here, as docs/api.md says.
-        (
-            Method::POST,
-            "/lease/acquire".to_owned(),
-            json!({"holder": "h", "duration-ms": 1000, "epoch": 1}),
-        ),
-        (
-            Method::POST,
-            "/lease/release".to_owned(),
-            e.body(json!({"holder": "jm", "duration-ms": 1000})),
+            &format!("/leader-info/{long}"),
+            vec![e.body(json!({"address": "a", "session-id": "s"}))],
         ),
         (
             Method::DELETE,
-            "/leader-info/dispatcher".to_owned(),
-            e.body(json!({"job": job})),
+            "/leader-info/dispatcher",
+            vec![e.body(json!({"job": job}))],
         ),
         (
             Method::POST,
-            format!("/counters/{job}/get-and-increment"),
-            e.body(json!({"value": 5})),
+            "/state-handles/savepoint/1",
+            vec![e.body(json!({"handle": "00"}))],
         ),
         (
             Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"job": job, "expected-version": 1, "handle": "00"})),
+            checkpoint,
+            vec![
+                e.body(json!({"job": "JOB", "handle": "00"})),
+                e.body(json!({"handle": "0"})),
+                e.body(json!({"handle": "zz"})),
+                e.body(json!({"handle": ""})),
+                e.body(json!({"handle": "00".repeat(65537)})),
+                e.body(json!({"job": job, "expected-version": 1, "handle": "00"})),
+                // Hex is digits only: no sign, no prefix, no space.
+                e.body(json!({"job": job, "handle": "+1"})),
+                e.body(json!({"job": job, "handle": "-1"})),
+                e.body(json!({"job": job, "handle": " 1"})),
+                e.body(json!({"job": job, "handle": "0x01"})),
+            ],
+        ),
+        (
+            Method::PUT,
+            checkpoint,
+            vec![
+                e.body(json!({"handle": "00"})),
+                e.body(json!({"expected-version": 0, "handle": "00"})),
+            ],
+        ),
+        (
+            Method::PUT,
+            &counter,
+            vec![e.body(json!({"value": 0})), e.body(json!({}))],
+        ),
+        (
+            Method::POST,
+            "/counters/nothex/get-and-increment",
+            vec![e.body(json!({}))],
+        ),
+        (
+            Method::POST,
+            &increment,
+            vec![
+                json!({"epoch": 1e300}),
+                e.body(json!({"value": 5})),
+                // The lease: both fields, the lease id as the acquisition answered it.
+                json!({"epoch": e.epoch}),
+                json!({"lease-id": e.id}),
+                json!({"epoch": e.epoch, "lease-id": "not-a-uuid"}),
+                json!({"epoch": e.epoch, "lease-id": e.id.replace('-', "")}),
+            ],
         ),
         (
             Method::DELETE,
-            format!("/jobs/{job}"),
-            e.body(json!({"job": job})),
+            &format!("/jobs/{job}"),
+            vec![e.body(json!({"job": job}))],
         ),
-        // Hex is digits only: no sign, no prefix, no space.
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"job": job, "handle": "+1"})),
-        ),
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"job": job, "handle": "-1"})),
-        ),
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"job": job, "handle": " 1"})),
-        ),
-        (
-            Method::POST,
-            "/state-handles/checkpoint/1".to_owned(),
-            e.body(json!({"job": job, "handle": "0x01"})),
-        ),
-        // The lease: both fields, the lease id as the acquisition answered it.
-        (
-            Method::POST,
-            format!("/counters/{job}/get-and-increment"),
-            json!({"epoch": e.epoch}),
-        ),
-        (
-            Method::POST,
-            format!("/counters/{job}/get-and-increment"),
-            json!({"lease-id": e.id}),
-        ),
-        (
-            Method::POST,
-            format!("/counters/{job}/get-and-increment"),
-            json!({"epoch": e.epoch, "lease-id": "not-a-uuid"}),
-        ),
-        (
-            Method::POST,
-            format!("/counters/{job}/get-and-increment"),
-            json!({"epoch": e.epoch, "lease-id": e.id.replace('-', "")}),
-        ),
-    ] {
-        let r = send(&api, method.clone(), &path, &body).await;
-        r.error(StatusCode::BAD_REQUEST);
+    ];
+    for (method, path, bodies) in refused {
+        for body in bodies {
+            let r = ha.send(method.clone(), path, &body).await;
+            r.error(StatusCode::BAD_REQUEST);
+        }
     }
     // Nothing of the refused writes landed (the "+1" handle among them).
-    api.get(&format!("{BASE}/state-handles/checkpoint/1?job={job}"))
-        .await
-        .error(StatusCode::NOT_FOUND);
-    api.get(&format!("{BASE}/counters/{job}"))
-        .await
-        .error(StatusCode::NOT_FOUND);
+    ha.assert_not_found(&format!("/state-handles/checkpoint/1?job={job}"))
+        .await;
+    ha.assert_not_found(&format!("/counters/{job}")).await;
     // A handle of exactly the largest size is kept.
-    post(
-        &api,
+    ha.post(
         "/state-handles/checkpoint/big",
         e.body(json!({"handle": "ab".repeat(65536)})),
     )
     .await
     .expect(StatusCode::CREATED);
     // Without a JSON content type: 415.
-    api.request(Method::POST, &format!("{BASE}/lease/acquire"), None, "{}")
+    ha.api
+        .request(Method::POST, &format!("{BASE}/lease/acquire"), None, "{}")
         .await
         .error(StatusCode::UNSUPPORTED_MEDIA_TYPE);
 });
@@ -549,23 +389,21 @@ backend_tests!(bad_ha_input_is_400_never_5xx, |ts| async move {
 backend_tests!(
     the_state_handle_listing_pages_by_count_and_bytes,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
-        let e = acquire(&api, "jm").await;
+        let (ha, e) = leader(&ts, "jm").await;
         // 80 handles of 64 KiB (5 MiB) and 20 small ones.
         let big = "ab".repeat(65536);
         for i in 0..100 {
             let handle = if i < 80 { big.clone() } else { "01".to_owned() };
-            post(
-                &api,
+            ha.post(
                 &format!("/state-handles/execution-plan/h{i:03}"),
                 e.body(json!({"handle": handle})),
             )
             .await
             .expect(StatusCode::CREATED);
         }
-        let list = format!("{BASE}/state-handles/execution-plan");
+        let list = "/state-handles/execution-plan";
         // By bytes: the first page stops once it holds 4 MiB (64 handles of 64 KiB).
-        let r = api.get(&list).await;
+        let r = ha.get(list).await;
         r.expect(StatusCode::OK);
         let body = &r.body;
         assert!(
@@ -577,6 +415,12 @@ backend_tests!(
         let page = v["state-handles"].as_array().unwrap();
         assert_eq!(page.len(), 64, "64 handles of 64 KiB reach 4 MiB");
         assert_eq!(v["next"], "h063");
+        // Paging parameters out of bounds or unknown: 400.
+        for bad in ["limit=0", "limit=10001", "limit=x", "after=", "page=2"] {
+            ha.get(&format!("{list}?{bad}"))
+                .await
+                .error(StatusCode::BAD_REQUEST);
+        }
         // By count, and every handle exactly once across the pages.
         let mut seen = Vec::new();
         let mut after: Option<String> = None;
@@ -585,7 +429,7 @@ backend_tests!(
                 None => format!("{list}?limit=30"),
                 Some(a) => format!("{list}?limit=30&after={a}"),
             };
-            let r = api.get(&url).await;
+            let r = ha.get(&url).await;
             r.expect(StatusCode::OK);
             let v = r.json();
             let names: Vec<String> = v["state-handles"]
@@ -603,22 +447,15 @@ backend_tests!(
         }
         let want: Vec<String> = (0..100).map(|i| format!("h{i:03}")).collect();
         assert_eq!(seen, want);
-        for bad in ["limit=0", "limit=10001", "limit=x", "after=", "page=2"] {
-            api.get(&format!("{list}?{bad}"))
-                .await
-                .error(StatusCode::BAD_REQUEST);
-        }
     }
 );
 
 backend_tests!(
     a_counter_at_its_largest_value_answers_400_on_both_backends,
     |ts| async move {
-        let api = ts.api(HttpConfig::default());
-        let e = acquire(&api, "jm").await;
+        let (ha, e) = leader(&ts, "jm").await;
         let job = random_hex();
-        put(
-            &api,
+        ha.put(
             &format!("/counters/{job}"),
             e.body(json!({"value": i64::MAX})),
         )
@@ -626,14 +463,9 @@ backend_tests!(
         .expect(StatusCode::OK);
         // The id i64::MAX is handed out only if the next one could be stored: it cannot, so the
         // call is refused (400, as PostgreSQL's bigint range says) and the counter stays.
-        let r = post(
-            &api,
-            &format!("/counters/{job}/get-and-increment"),
-            e.body(json!({})),
-        )
-        .await;
+        let r = ha.get_and_increment(&e, &job).await;
         r.error(StatusCode::BAD_REQUEST);
-        let r = api.get(&format!("{BASE}/counters/{job}")).await;
+        let r = ha.get(&format!("/counters/{job}")).await;
         r.expect(StatusCode::OK);
         assert_eq!(r.json()["value"], i64::MAX);
     }

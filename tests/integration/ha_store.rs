@@ -88,6 +88,86 @@ async fn execute(ts: &TestStore, sql: &str) -> Result<u64, String> {
     ts.db.execute(sql).await
 }
 
+/// Whether `holder` renews `lease` of `c` (for [`LONG`]): false once it is not the live
+/// lease, or not `holder`'s.
+async fn renews(store: &dyn Store, c: &ClusterId, holder: &str, lease: &Lease) -> bool {
+    store
+        .renew_lease(c, &Holder::from(holder), lease.fence(), LONG)
+        .await
+        .unwrap()
+}
+
+/// Whether `holder`'s release of `lease` of `c` ended it (false: it was not the live lease,
+/// or not `holder`'s).
+async fn releases(store: &dyn Store, c: &ClusterId, holder: &str, lease: &Lease) -> bool {
+    store
+        .release_lease(c, &Holder::from(holder), lease.fence())
+        .await
+        .unwrap()
+}
+
+/// One write of the HA services, to make under a fence (on a job's data where it takes one).
+#[derive(Debug, Clone)]
+enum HaWrite {
+    /// Publishes a component's leader information.
+    Publish(&'static str),
+    /// Deletes a component's leader information.
+    DeleteInfo(&'static str),
+    Add(StateHandleKey),
+    /// Replaces a handle at version 1.
+    Replace(StateHandleKey),
+    Remove(StateHandleKey),
+    /// The job's checkpoint id counter: get and increment.
+    Increment,
+    /// The job's checkpoint id counter: set.
+    SetCounter(i64),
+    RemoveJobData,
+}
+
+impl HaWrite {
+    /// Makes this write on job `j`'s data of `c` under `fence`; its answer, shown.
+    async fn on(
+        self, s: &dyn Store, c: &ClusterId, fence: Fence, j: JobId,
+    ) -> Result<String, StoreError> {
+        fn shown<T: std::fmt::Debug>(r: Result<T, StoreError>) -> Result<String, StoreError> {
+            r.map(|answer| format!("{answer:?}"))
+        }
+        let handle = b"stale";
+        match self {
+            HaWrite::Publish(component) => shown(
+                s.publish_leader_info(
+                    c,
+                    fence,
+                    &Component::from(component),
+                    Leader {
+                        address: "pekko://stale",
+                        session_id: "s",
+                    },
+                )
+                .await,
+            ),
+            HaWrite::DeleteInfo(component) => shown(
+                s.delete_leader_info(c, fence, &Component::from(component))
+                    .await,
+            ),
+            HaWrite::Add(key) => shown(s.add_state_handle(c, fence, &key, handle).await),
+            HaWrite::Replace(key) => {
+                let version = HandleVersion(1);
+                shown(
+                    s.replace_state_handle(c, fence, &key, version, handle)
+                        .await,
+                )
+            }
+            HaWrite::Remove(key) => shown(s.remove_state_handle(c, fence, &key).await),
+            HaWrite::Increment => shown(s.counter_get_and_increment(c, fence, j).await),
+            HaWrite::SetCounter(value) => {
+                shown(s.counter_set(c, fence, j, CheckpointId(value)).await)
+            }
+            HaWrite::RemoveJobData => shown(s.remove_job_ha_data(c, fence, j).await),
+        }
+    }
+}
+
 fn assert_fenced<T: std::fmt::Debug>(what: &str, r: Result<T, StoreError>) {
     match r {
         Err(StoreError::Fenced) => {}
@@ -139,18 +219,8 @@ backend_tests!(concurrent_acquisitions_give_one_holder, |ts| async move {
             .unwrap(),
         None
     );
-    assert!(
-        ts.store
-            .renew_lease(&c, &Holder::from(holder.as_str()), lease.fence(), LONG)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !ts.store
-            .renew_lease(&c, &Holder::from("someone-else"), lease.fence(), LONG)
-            .await
-            .unwrap()
-    );
+    assert!(renews(&*ts.store, &c, &holder, &lease).await);
+    assert!(!renews(&*ts.store, &c, "someone-else", &lease).await);
     // The lease is per cluster.
     assert_eq!(
         acquire(&*ts.store, &cluster("other"), "someone-else", LONG)
@@ -171,17 +241,11 @@ backend_tests!(
         let second = acquire_when_free(&*ts.store, &c, "jm-b").await;
         assert_eq!(second.epoch, first.epoch + 1, "a takeover raises the epoch");
         assert!(
-            !ts.store
-                .renew_lease(&c, &Holder::from("jm-a"), first.fence(), LONG)
-                .await
-                .unwrap(),
+            !renews(&*ts.store, &c, "jm-a", &first).await,
             "the deposed holder's renew fails"
         );
         assert!(
-            !ts.store
-                .release_lease(&c, &Holder::from("jm-a"), first.fence())
-                .await
-                .unwrap(),
+            !releases(&*ts.store, &c, "jm-a", &first).await,
             "the deposed holder cannot release the new lease"
         );
         assert_eq!(
@@ -203,18 +267,8 @@ backend_tests!(
 
         // A release ends the lease at once; the row and its epoch stay, so the next holder
         // (even the same one) gets a new epoch: epochs never repeat.
-        assert!(
-            ts.store
-                .release_lease(&c, &Holder::from("jm-b"), second.fence())
-                .await
-                .unwrap()
-        );
-        assert!(
-            !ts.store
-                .renew_lease(&c, &Holder::from("jm-b"), second.fence(), LONG)
-                .await
-                .unwrap()
-        );
+        assert!(releases(&*ts.store, &c, "jm-b", &second).await);
+        assert!(!renews(&*ts.store, &c, "jm-b", &second).await);
         assert_eq!(
             scalar(
                 &ts,
@@ -268,11 +322,7 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     );
 
     // jm-a's lease ends (released here; expiry is the test above) and jm-b takes over.
-    assert!(
-        s.release_lease(&c, &Holder::from("jm-a"), old.fence())
-            .await
-            .unwrap()
-    );
+    assert!(releases(s, &c, "jm-a", &old).await);
     let new = acquire(s, &c, "jm-b", LONG).await;
     assert_eq!(new.epoch, old.epoch + 1);
     let stale = old.fence();
@@ -283,56 +333,27 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
         .await
         .unwrap()
         .unwrap();
-    assert_fenced(
-        "publish",
-        s.publish_leader_info(
-            &c,
-            stale,
-            &Component::from("dispatcher"),
-            Leader {
-                address: "pekko://stale",
-                session_id: "s-stale",
-            },
-        )
-        .await,
-    );
-    assert_fenced(
-        "publish of a new component",
-        s.publish_leader_info(
-            &c,
-            stale,
-            &Component::from("resourcemanager"),
-            Leader {
-                address: "pekko://stale",
-                session_id: "s",
-            },
-        )
-        .await,
-    );
-    assert_fenced(
-        "delete leader info",
-        s.delete_leader_info(&c, stale, &Component::from("dispatcher"))
-            .await,
-    );
+    for (what, write) in [
+        ("publish", HaWrite::Publish("dispatcher")),
+        (
+            "publish of a new component",
+            HaWrite::Publish("resourcemanager"),
+        ),
+        ("delete leader info", HaWrite::DeleteInfo("dispatcher")),
+        ("add", HaWrite::Add(checkpoint(j, "2"))),
+        ("replace", HaWrite::Replace(checkpoint(j, "1"))),
+        ("remove", HaWrite::Remove(checkpoint(j, "1"))),
+        ("get_and_increment", HaWrite::Increment),
+        ("set", HaWrite::SetCounter(1000)),
+        ("remove job data", HaWrite::RemoveJobData),
+    ] {
+        assert_fenced(what, write.on(s, &c, stale, j).await);
+    }
+    // Nothing changed.
     assert_eq!(s.list_leader_info(&c).await.unwrap(), before_info);
-
-    assert_fenced(
-        "add",
-        s.add_state_handle(&c, stale, &checkpoint(j, "2"), b"cp-2")
-            .await,
-    );
     assert_eq!(
         s.get_state_handle(&c, &checkpoint(j, "2")).await.unwrap(),
         None
-    );
-    assert_fenced(
-        "replace",
-        s.replace_state_handle(&c, stale, &checkpoint(j, "1"), HandleVersion(1), b"stale")
-            .await,
-    );
-    assert_fenced(
-        "remove",
-        s.remove_state_handle(&c, stale, &checkpoint(j, "1")).await,
     );
     assert_eq!(
         s.get_state_handle(&c, &checkpoint(j, "1"))
@@ -341,54 +362,29 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
             .as_ref(),
         Some(&before_cp)
     );
-
-    assert_fenced(
-        "get_and_increment",
-        s.counter_get_and_increment(&c, stale, j).await,
-    );
-    assert_fenced("set", s.counter_set(&c, stale, j, CheckpointId(1000)).await);
     assert_eq!(s.counter_get(&c, j).await.unwrap(), Some(CheckpointId(2)));
-
-    assert_fenced("remove job data", s.remove_job_ha_data(&c, stale, j).await);
     assert!(s.get_state_handle(&c, &plan(j)).await.unwrap().is_some());
-    assert_eq!(s.list_leader_info(&c).await.unwrap(), before_info);
 
     // A made-up epoch, and any epoch of a cluster nobody leads, are fenced too.
     let future = Fence {
         epoch: new.epoch + 1,
         ..new.fence()
     };
-    assert_fenced(
-        "future epoch",
-        s.counter_set(&c, future, j, CheckpointId(5)).await,
-    );
+    let set = HaWrite::SetCounter(5);
+    assert_fenced("future epoch", set.clone().on(s, &c, future, j).await);
     // The live epoch under another acquisition's lease id (what a holder whose acquisition
     // a database failover lost names: the next acquisition got its epoch again) is fenced.
     let lost = Fence {
         lease_id: old.lease_id,
         ..new.fence()
     };
-    assert_fenced(
-        "live epoch, stale lease id",
-        s.counter_set(&c, lost, j, CheckpointId(5)).await,
-    );
-    assert_fenced(
-        "live epoch, stale lease id",
-        s.publish_leader_info(
-            &c,
-            lost,
-            &Component::from("dispatcher"),
-            Leader {
-                address: "pekko://lost",
-                session_id: "s",
-            },
-        )
-        .await,
-    );
+    for write in [set, HaWrite::Publish("dispatcher")] {
+        assert_fenced("live epoch, stale lease id", write.on(s, &c, lost, j).await);
+    }
+    let add = HaWrite::Add(plan(j));
     assert_fenced(
         "never leased",
-        s.add_state_handle(&cluster("nobody"), new.fence(), &plan(j), b"x")
-            .await,
+        add.on(s, &cluster("nobody"), new.fence(), j).await,
     );
 
     // The new epoch writes.

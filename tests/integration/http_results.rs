@@ -1232,16 +1232,17 @@ backend_tests!(
         // Each number exactly as the client wrote it: a float stays a float, an exponent stays
         // an exponent (PostgreSQL's jsonb printed 1.7976931348623157e308 as 309 digits).
         let api = ts.api(HttpConfig::default());
-        // (The one rewriting: serde_json spells a positive exponent `e+N`.)
+        // Each number sent, and how it comes back where that is not as sent (the one
+        // rewriting: serde_json spells a positive exponent `e+N`).
         let numbers = [
-            ("1.7976931348623157e308", "1.7976931348623157e+308"),
-            ("-1.7976931348623157e308", "-1.7976931348623157e+308"),
-            ("1.0", "1.0"),
-            ("1e3", "1e+3"),
-            ("2.50", "2.50"),
-            ("-0.0", "-0.0"),
-            ("5e-324", "5e-324"),
-            ("12345678901234567890123", "12345678901234567890123"),
+            ("1.7976931348623157e308", Some("1.7976931348623157e+308")),
+            ("-1.7976931348623157e308", Some("-1.7976931348623157e+308")),
+            ("1.0", None),
+            ("1e3", Some("1e+3")),
+            ("2.50", None),
+            ("-0.0", None),
+            ("5e-324", None),
+            ("12345678901234567890123", None),
         ];
         for kind in KINDS {
             let id = random_hex();
@@ -1266,6 +1267,7 @@ backend_tests!(
                 read.expect(StatusCode::OK);
                 let text = read.text();
                 for (i, (n, back)) in numbers.iter().enumerate() {
+                    let back = back.unwrap_or(*n);
                     assert!(
                         text.contains(&format!("\"n{i}\":{back}")),
                         "{kind:?}: {n} not as sent in {text}"

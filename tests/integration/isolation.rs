@@ -15,11 +15,14 @@ use jobstore::http::HttpConfig;
 use jobstore::ids::ClusterId;
 use jobstore::schedules;
 use jobstore::store::{NewOperation, OperationKey, OperationKind, Outcome};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use common::fake_flink::{FakeFlink, Hostile};
-use common::savepoints::{fast_executor, prefix, put_cluster, trigger, wait_completed};
-use common::{Backend, Client, Serve, Service, TestDb, eventually, random_hex};
+use common::savepoints::{
+    assert_nothing_at_path, disposal_completed, fast_executor, make_due_now, operations, prefix,
+    put_cluster, put_retention, put_schedule, request_disposal, trigger, wait_completed,
+};
+use common::{Backend, Client, Serve, Service, TestDb, TestStore, eventually, random_hex};
 
 const DIR: &str = "file:///var/flink/sp";
 const WITHIN: Duration = Duration::from_secs(30);
@@ -35,17 +38,12 @@ fn executor(owner: &str, flink_timeout: Duration) -> ExecutorConfig {
     }
 }
 
-async fn operations(c: &Client, cluster: &str, query: &str) -> Vec<Value> {
-    let r = c
-        .get(&format!(
-            "/v1/clusters/{cluster}/savepoint-operations?limit=1000&{query}"
-        ))
-        .await;
-    r.expect(StatusCode::OK);
-    r.json()["savepoint-operations"]
-        .as_array()
-        .expect("a list")
-        .clone()
+/// One pass of the schedules and retention over `ts`'s store; its report.
+async fn schedules_pass(ts: &TestStore) -> schedules::LifecycleReport {
+    let client = FlinkClient::new(Duration::from_secs(2));
+    schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
+        .await
+        .expect("a pass")
 }
 
 // Items 1, 3 and 8: a schedule interval or a retention age past 100 years is refused with
@@ -80,10 +78,7 @@ backend_tests!(durations_past_100_years_are_refused, |ts| async move {
         .await
         .expect(StatusCode::OK);
     // A retention pass over the 100-year policy runs.
-    let client = FlinkClient::new(Duration::from_secs(2));
-    schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
-        .await
-        .expect("a pass");
+    schedules_pass(&ts).await;
 });
 
 // A schedule row written by hand past what a timestamp decoder holds is an error naming
@@ -99,12 +94,7 @@ backend_tests!(
         let c = &service.http;
         for cluster in ["bad", "good"] {
             put_cluster(c, cluster, Some(&fake.url()), Some(DIR)).await;
-            c.put_json(
-                &format!("/v1/clusters/{cluster}/savepoint-schedule"),
-                &json!({"interval": "1h"}),
-            )
-            .await
-            .expect(StatusCode::OK);
+            put_schedule(c, cluster, None, json!({"interval": "1h"})).await;
         }
         let (far, now) = match ts.backend {
             Backend::Postgres => ("'270000-01-01 00:00:00+00'", "now()"),
@@ -139,10 +129,7 @@ backend_tests!(
             .await
             .unwrap();
         }
-        let client = FlinkClient::new(Duration::from_secs(2));
-        let report = schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
-            .await
-            .expect("a pass");
+        let report = schedules_pass(&ts).await;
         assert_eq!(report.scheduled, 1, "{report:?}");
     }
 );
@@ -160,27 +147,10 @@ backend_tests!(a_job_named_empty_stops_nothing, |ts| async move {
     // "a-bad" sorts first: it was served first.
     for (cluster, fake) in [("a-bad", &bad), ("z-good", &good)] {
         put_cluster(c, cluster, Some(&fake.url()), Some(DIR)).await;
-        c.put_json(
-            &format!("/v1/clusters/{cluster}/savepoint-schedule"),
-            &json!({"interval": "1h"}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        put_schedule(c, cluster, None, json!({"interval": "1h"})).await;
     }
-    let now = match ts.backend {
-        Backend::Postgres => "date_trunc('milliseconds', now())",
-        Backend::Sqlite => "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    };
-    ts.db
-        .execute(&format!(
-            "UPDATE savepoint_schedules SET next_due_at = {now}"
-        ))
-        .await
-        .unwrap();
-    let client = FlinkClient::new(Duration::from_secs(2));
-    let report = schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
-        .await
-        .expect("a pass");
+    make_due_now(&ts).await;
+    let report = schedules_pass(&ts).await;
     assert_eq!(report.scheduled, 2, "{report:?}");
     assert_eq!(operations(c, "z-good", "").await.len(), 1);
     assert_eq!(operations(c, "a-bad", "").await.len(), 1);
@@ -210,16 +180,8 @@ backend_tests!(retention_keeps_the_latest_location, |ts| async move {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    c.put_json(
-        "/v1/clusters/a/savepoint-retention",
-        &json!({"max-count": 1}),
-    )
-    .await
-    .expect(StatusCode::OK);
-    let client = FlinkClient::new(Duration::from_secs(2));
-    let report = schedules::run_once(ts.store.as_ref(), &client, Duration::from_secs(1))
-        .await
-        .expect("a pass");
+    put_retention(c, "a", None, json!({"max-count": 1})).await;
+    let report = schedules_pass(&ts).await;
     assert_eq!(report.disposals, 0, "{report:?}");
     assert!(operations(c, "a", "kind=DISPOSAL").await.is_empty());
     c.get(&format!("/v1/clusters/a/jobs/{job}/latest-savepoint"))
@@ -239,27 +201,10 @@ backend_tests!(
         let _executor = service.executor(fast_executor("a"));
         let path = format!("{DIR}/savepoint-typo");
         fake.mark_missing(&path);
-        let r = c
-            .post_json(
-                "/v1/clusters/a/savepoint-disposal",
-                &json!({"savepoint-path": path}),
-            )
-            .await;
-        r.expect(StatusCode::OK);
-        let id = r.json()["request-id"].as_str().unwrap().to_owned();
-        let answer = eventually("the disposal COMPLETED", WITHIN, || async {
-            let s = c
-                .get(&format!("/v1/clusters/a/savepoint-disposal/{id}"))
-                .await
-                .expect(StatusCode::OK)
-                .json();
-            (s["status"]["id"] == "COMPLETED").then(|| s["operation"].clone())
-        })
-        .await;
-        let trace = answer["failure-cause"]["stack-trace"]
-            .as_str()
-            .unwrap_or_default();
-        assert!(trace.contains("FileNotFoundException"), "{answer}");
+        let pre = prefix(Some("a"));
+        let id = request_disposal(c, &pre, &path).await;
+        let answer = disposal_completed(c, &pre, &id, WITHIN).await;
+        assert_nothing_at_path(&answer);
     }
 );
 
@@ -322,18 +267,8 @@ backend_tests!(bad_clusters_cost_only_themselves, |ts| async move {
         ("hostile", &hostile),
     ] {
         put_cluster(c, cluster, Some(&fake.url()), Some(DIR)).await;
-        c.put_json(
-            &format!("/v1/clusters/{cluster}/savepoint-schedule"),
-            &json!({"interval": "1s"}),
-        )
-        .await
-        .expect(StatusCode::OK);
-        c.put_json(
-            &format!("/v1/clusters/{cluster}/savepoint-retention"),
-            &json!({"max-count": 1, "max-age": "100y"}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        put_schedule(c, cluster, None, json!({"interval": "1s"})).await;
+        put_retention(c, cluster, None, json!({"max-count": 1, "max-age": "100y"})).await;
         // Many triggers on each: they hold at most the slots of their own cluster.
         for _ in 0..12 {
             trigger(c, &prefix(Some(cluster)), &random_hex(), &json!({})).await;
@@ -341,43 +276,18 @@ backend_tests!(bad_clusters_cost_only_themselves, |ts| async move {
     }
     // Every hostile setting: 100-year schedules per job, overrides off, a path disposed of.
     for _ in 0..5 {
-        c.put_json(
-            &format!(
-                "/v1/clusters/hostile/jobs/{}/savepoint-schedule",
-                random_hex()
-            ),
-            &json!({"interval": "100y", "kind": "CHECKPOINT"}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        let job = random_hex();
+        let body = json!({"interval": "100y", "kind": "CHECKPOINT"});
+        put_schedule(c, "hostile", Some(&job), body).await;
     }
-    c.put_json(
-        &format!("/v1/clusters/hostile/jobs/{hostile_job}/savepoint-retention"),
-        &json!({"max-age": "1s"}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    let max_age = json!({"max-age": "1s"});
+    put_retention(c, "hostile", Some(&hostile_job), max_age).await;
     for cluster in ["hung", "garbage"] {
-        c.post_json(
-            &format!("/v1/clusters/{cluster}/savepoint-disposal"),
-            &json!({"savepoint-path": format!("{DIR}/x")}),
-        )
-        .await
-        .expect(StatusCode::OK);
+        request_disposal(c, &prefix(Some(cluster)), &format!("{DIR}/x")).await;
     }
     // The good cluster's schedule and retention from now on.
-    c.put_json(
-        "/v1/clusters/good/savepoint-schedule",
-        &json!({"interval": "1s"}),
-    )
-    .await
-    .expect(StatusCode::OK);
-    c.put_json(
-        "/v1/clusters/good/savepoint-retention",
-        &json!({"max-count": 2}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    put_schedule(c, "good", None, json!({"interval": "1s"})).await;
+    put_retention(c, "good", None, json!({"max-count": 2})).await;
     // Let the bad clusters' passes start and hang.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let beside = worst_latency(c, &good, "good", &job, 5).await;
@@ -428,12 +338,7 @@ async fn a_panic_in_one_cluster_costs_only_that_cluster() {
     for cluster in ["boom", "fine"] {
         put_cluster(c, cluster, Some(&fake.url()), Some(DIR)).await;
     }
-    c.put_json(
-        "/v1/clusters/boom/savepoint-schedule",
-        &json!({"interval": "1s"}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    put_schedule(c, "boom", None, json!({"interval": "1s"})).await;
     trigger(c, &prefix(Some("boom")), &random_hex(), &json!({})).await;
     let restarts = |task: &'static str| async move {
         let text = c.get("/metrics").await.expect(StatusCode::OK).text();
@@ -477,12 +382,7 @@ async fn a_down_flink_warns_once_a_minute() {
     let c = &serve.http;
     put_cluster(c, "down", Some(&fake.url()), Some(DIR)).await;
     fake.go_down().await;
-    c.put_json(
-        "/v1/clusters/down/savepoint-schedule",
-        &json!({"interval": "1s"}),
-    )
-    .await
-    .expect(StatusCode::OK);
+    put_schedule(c, "down", None, json!({"interval": "1s"})).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     let logs = serve.logs();
     let warnings = logs

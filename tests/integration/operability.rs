@@ -103,16 +103,7 @@ async fn tokens_guard_every_route_but_health_readiness_and_metrics() {
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     let (status, _) = call(&app, "POST", base, None, Some(create.clone())).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    assert!(
-        ts.store
-            .get_result(
-                &"c1".parse().unwrap(),
-                ResultId::parse(ResultKind::Job, &id).unwrap()
-            )
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!stored(&ts, ResultKind::Job, "c1", &id).await);
     let (status, body) = call(&app, "POST", base, Some(WRITE), Some(create)).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     for (method, path) in [
@@ -375,7 +366,6 @@ backend_tests!(clean_retention, |ts| {
 #[tokio::test]
 async fn gc_command_applies_the_retention_once() {
     let ts = TestStore::new(Backend::Postgres).await;
-    let cluster: ClusterId = "gc".parse().unwrap();
     let old = random_hex();
     let kept = random_hex();
     ts.put_result(Kind::Job, "gc", &old, true).await;
@@ -386,20 +376,8 @@ async fn gc_command_applies_the_retention_once() {
     let stdout = &out.stdout;
     assert!(out.status.success(), "{stdout} {}", out.stderr);
     assert!(stdout.contains("removed 1 clean job results, 0 clean application results, 0 completed savepoint operations"), "{stdout}");
-    assert!(
-        ts.store
-            .get_result(&cluster, ResultId::parse(ResultKind::Job, &old).unwrap())
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        ts.store
-            .get_result(&cluster, ResultId::parse(ResultKind::Job, &kept).unwrap())
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(!stored(&ts, ResultKind::Job, "gc", &old).await);
+    assert!(stored(&ts, ResultKind::Job, "gc", &kept).await);
 }
 
 #[tokio::test]
@@ -504,6 +482,7 @@ fn error_of(body: &str) -> String {
     v["errors"][0].as_str().unwrap_or_default().to_owned()
 }
 
+/// Whether the `kind` result `id` of `cluster` is stored.
 async fn stored(ts: &TestStore, kind: ResultKind, cluster: &str, id: &str) -> bool {
     ts.store
         .get_result(

@@ -15,6 +15,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
+use common::savepoints;
 use common::{Backend, Client, Serve, SharedStore, TestDb, eventually, random_hex, store_config};
 use jobstore::ids::{ClusterId, TriggerId};
 use jobstore::store::{NewOperation, OperationKey, OperationKind, Outcome, StoreConfig};
@@ -108,6 +109,14 @@ async fn replica_store(url: &str, size: usize) -> SharedStore {
     .expect("open a replica's store")
 }
 
+/// The stores of two replicas A and B on `db` (caches of 100 operations), B's LISTEN up.
+async fn replicas_a_and_b(db: &TestDb) -> (SharedStore, SharedStore) {
+    let a = replica_store(&db.url, 100).await;
+    let b = replica_store(&db.url, 100).await;
+    wait_store_live(&b).await;
+    (a, b)
+}
+
 /// `GET /jobs/<job>/savepoints/<request>`: its status code and body.
 async fn poll(c: &Client, job: &str, request: &str) -> (StatusCode, Value) {
     let r = c.get(&format!("/jobs/{job}/savepoints/{request}")).await;
@@ -192,15 +201,8 @@ async fn completed_savepoint(store: &SharedStore, job: &str, location: &str) -> 
 
 /// Triggers a savepoint through `replica`'s Flink route; its request id.
 async fn trigger(replica: &Serve, job: &str) -> String {
-    let r = replica
-        .http
-        .post_json(
-            &format!("/jobs/{job}/savepoints"),
-            &json!({"target-directory": "file:///savepoints"}),
-        )
-        .await;
-    r.expect(StatusCode::ACCEPTED);
-    r.json()["request-id"].as_str().unwrap().to_owned()
+    let body = json!({"target-directory": "file:///savepoints"});
+    savepoints::trigger(&replica.http, "", job, &body).await
 }
 
 /// Completes an operation through `replica`'s route for executors outside the service.
@@ -449,9 +451,7 @@ async fn without_its_listen_b_answers_from_the_database_until_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disposal_mark_on_a_is_seen_on_b() {
     let db = TestDb::new(Backend::Postgres).await;
-    let a = replica_store(&db.url, 100).await;
-    let b = replica_store(&db.url, 100).await;
-    wait_store_live(&b).await;
+    let (a, b) = replicas_a_and_b(&db).await;
     let location = "file:///savepoints/savepoint-disposed";
     let saved = completed_savepoint(&a, &random_hex(), location).await;
     for _ in 0..3 {
@@ -506,9 +506,7 @@ async fn a_disposal_mark_on_a_is_seen_on_b() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_on_a_is_seen_on_b() {
     let db = TestDb::new(Backend::Postgres).await;
-    let a = replica_store(&db.url, 100).await;
-    let b = replica_store(&db.url, 100).await;
-    wait_store_live(&b).await;
+    let (a, b) = replicas_a_and_b(&db).await;
     let job = random_hex();
     let old = completed_savepoint(&a, &job, "file:///savepoints/old").await;
     // The job's newest savepoint is never purged: this one stays.

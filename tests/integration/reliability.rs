@@ -21,7 +21,7 @@ use sqlx::{Connection, Row};
 use tokio_util::sync::CancellationToken;
 
 use common::fake_flink::FakeFlink;
-use common::load::{Ledger, LoadPlan, run_load, verify_ledger};
+use common::load::{Ledger, LoadPlan, Wrong, run_load, spawn_load, verify_ledger};
 use common::own_postgres::OwnPostgres;
 use common::{
     Backend, Client, HEAVY, Kind, PgDatabase, Resp, Serve, TestDb, assert_error_body, random_hex,
@@ -286,20 +286,9 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
 
     // The load, through all three replicas, retrying on the next one after no answer.
     let ledger = Arc::new(Ledger::default());
-    let stop = CancellationToken::new();
-    let plan = LoadPlan {
-        servers: Arc::new(Mutex::new(
-            replicas.iter().map(|r| r.base.clone()).collect(),
-        )),
-        cluster: "crash".into(),
-        workers: 8,
-        entries_per_worker: 2_000,
-        stop: stop.clone(),
-        attempts: 6,
-        retry_pause: Duration::from_millis(100),
-        http: http.clone(),
-    };
-    let load = tokio::spawn(run_load(plan, ledger.clone()));
+    let servers = replicas.iter().map(|r| r.base.clone()).collect();
+    let plan = LoadPlan::until_stopped(servers, "crash", &http);
+    let load = spawn_load(plan, ledger.clone());
     // Three kills: the holder first, then the two others; each restarted after a pause.
     let order = [holder, (holder + 1) % 3, (holder + 2) % 3];
     let mut kills = 0;
@@ -310,12 +299,7 @@ async fn acknowledged_writes_survive_sigkill_of_replicas() {
         tokio::time::sleep(Duration::from_millis(700)).await;
         replicas[victim].restart().await;
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    stop.cancel();
-    tokio::time::timeout(Duration::from_secs(60), load)
-        .await
-        .expect("the load stops")
-        .unwrap();
+    load.stop_after(Duration::from_millis(1500)).await;
 
     // The operation was taken over by another process (a new attempt, another owner).
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -933,8 +917,8 @@ async fn sqlite_under_32_concurrent_writers(processes: usize) {
         stats.slowest.values().max().copied().unwrap_or_default(),
         verdict.acked_creates,
         verdict.acked_cleans,
-        verdict.lost.len(),
-        verdict.duplicates,
+        verdict.count(Wrong::Lost),
+        verdict.count(Wrong::Duplicate),
         started.elapsed().as_secs_f64()
     );
     assert!(

@@ -22,7 +22,9 @@ use serde_json::{Value, json};
 
 use common::fake_flink::FakeFlink;
 use common::savepoints::{
-    RunningExecutor, accepted, fast_executor, prefix, put_cluster, trigger, wait_completed,
+    RunningExecutor, accepted, assert_nothing_at_path, at, disposal_completed, fast_executor,
+    make_due_now, operations, prefix, put_cluster, put_retention, put_schedule, request_disposal,
+    setting_path, trigger, wait_completed,
 };
 use common::{
     Backend, Client, Serve, Service, TestStore, at_once, eventually, flink_data_dir, json_files,
@@ -51,70 +53,9 @@ fn lifecycle_executor(owner: &str) -> ExecutorConfig {
     }
 }
 
-/// The operations of a cluster as the listing shows them, oldest first; `query` adds
-/// filters (`kind=DISPOSAL`).
-async fn operations(c: &Client, cluster: &str, query: &str) -> Vec<Value> {
-    let r = c
-        .get(&format!(
-            "/v1/clusters/{cluster}/savepoint-operations?limit=1000&{query}"
-        ))
-        .await;
-    r.expect(StatusCode::OK);
-    let mut ops = r.json()["savepoint-operations"]
-        .as_array()
-        .expect("a list")
-        .clone();
-    ops.sort_by_key(created_at);
-    ops
-}
-
-fn at(op: &Value, field: &str) -> DateTime<Utc> {
-    op[field]
-        .as_str()
-        .unwrap_or_else(|| panic!("no {field}: {op}"))
-        .parse()
-        .unwrap_or_else(|e| panic!("{field} of {op}: {e}"))
-}
-
-fn created_at(op: &Value) -> DateTime<Utc> {
-    at(op, "created-at")
-}
-
-/// Moves every schedule's next due time to now (a schedule's first due time is one interval
-/// after it is set), in whole milliseconds as the service writes them.
-async fn make_due_now(ts: &TestStore) {
-    let now = match ts.backend {
-        Backend::Postgres => "date_trunc('milliseconds', now())",
-        Backend::Sqlite => "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    };
-    ts.db
-        .execute(&format!(
-            "UPDATE savepoint_schedules SET next_due_at = {now} WHERE next_due_at IS NOT NULL"
-        ))
-        .await
-        .expect("moving the due times");
-}
-
-/// Sets a schedule (`job` None: the cluster's), asserting 200; the schedule.
-async fn put_schedule(c: &Client, job: Option<&str>, body: Value) -> Value {
-    let r = c.put_json(&scoped(job, "savepoint-schedule"), &body).await;
-    r.expect(StatusCode::OK);
-    r.json()
-}
-
-/// Sets a retention policy (`job` None: the cluster's), asserting 200; the policy.
-async fn put_retention(c: &Client, job: Option<&str>, body: Value) -> Value {
-    let r = c.put_json(&scoped(job, "savepoint-retention"), &body).await;
-    r.expect(StatusCode::OK);
-    r.json()
-}
-
 /// `/v1/clusters/CLUSTER[/jobs/<job>]/<what>`
 fn scoped(job: Option<&str>, what: &str) -> String {
-    match job {
-        Some(job) => format!("/v1/clusters/{CLUSTER}/jobs/{job}/{what}"),
-        None => format!("/v1/clusters/{CLUSTER}/{what}"),
-    }
+    setting_path(CLUSTER, job, what)
 }
 
 /// A completed savepoint of `job` on `cluster` through the API; its location.
@@ -356,17 +297,6 @@ backend_tests!(disposals_through_jobstore, |ts| async move {
     let (fake, service) = setup(&ts).await;
     let c = &service.http;
     let _executor = service.executor(lifecycle_executor("a"));
-    let disposal_done = |pre: String, id: String| async move {
-        eventually(format!("disposal {id} COMPLETED"), WITHIN, || async {
-            let s = c
-                .get(&format!("{pre}/savepoint-disposal/{id}"))
-                .await
-                .expect(StatusCode::OK)
-                .json();
-            (s["status"]["id"] == "COMPLETED").then(|| s["operation"].clone())
-        })
-        .await
-    };
 
     // A savepoint made through jobstore, disposed of as Flink's CLI asks (/v1, answered 200).
     let job = random_hex();
@@ -375,16 +305,8 @@ backend_tests!(disposals_through_jobstore, |ts| async move {
         latest_of_cluster(c, "default", &job).await,
         Some(location.clone())
     );
-    let r = c
-        .post_json(
-            "/v1/savepoint-disposal",
-            &json!({"savepoint-path": location}),
-        )
-        .await;
-    r.expect(StatusCode::OK);
-    let id = r.json()["request-id"].as_str().unwrap().to_owned();
-    assert_eq!(r.text(), format!("{{\"request-id\":\"{id}\"}}"));
-    assert_eq!(disposal_done("/v1".into(), id.clone()).await, json!({}));
+    let id = request_disposal(c, "/v1", &location).await;
+    assert_eq!(disposal_completed(c, "/v1", &id, WITHIN).await, json!({}));
     assert_eq!(fake.disposed(), vec![location.clone()]);
     // Its savepoint is marked disposed: no more the latest.
     let ops = operations(c, "default", &format!("job-id={job}&kind=SAVEPOINT")).await;
@@ -398,44 +320,23 @@ backend_tests!(disposals_through_jobstore, |ts| async move {
 
     // Disposing of it again: Flink finds nothing at the path and answers a failure-cause,
     // and so does jobstore (a client's disposal of an empty path is no success).
-    let r = c
-        .post_json(
-            &format!("{}/savepoint-disposal", prefix(Some(CLUSTER))),
-            &json!({"savepoint-path": location}),
-        )
-        .await;
-    r.expect(StatusCode::OK);
-    let again = r.json()["request-id"].as_str().unwrap().to_owned();
-    let answer = disposal_done(prefix(Some(CLUSTER)), again).await;
-    let trace = answer["failure-cause"]["stack-trace"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(trace.contains("FileNotFoundException"), "{answer}");
+    let pre = prefix(Some(CLUSTER));
+    let again = request_disposal(c, &pre, &location).await;
+    let answer = disposal_completed(c, &pre, &again, WITHIN).await;
+    assert_nothing_at_path(&answer);
 
     // A failure is Flink's failure-cause, under Flink's key.
     fake.fail_disposals(1);
-    let r = c
-        .post_json(
-            "/savepoint-disposal",
-            &json!({"savepoint-path": "file:/var/flink/sp/other"}),
-        )
-        .await;
-    let failed = disposal_done(
-        String::new(),
-        r.json()["request-id"].as_str().unwrap().to_owned(),
-    )
-    .await;
+    let other = request_disposal(c, "", "file:/var/flink/sp/other").await;
+    let failed = disposal_completed(c, "", &other, WITHIN).await;
     assert_eq!(
         failed["failure-cause"]["class"], "org.apache.flink.util.FlinkException",
         "{failed}"
     );
     // A disposal id is the cluster's: another cluster does not know it.
-    c.get(&format!(
-        "{}/savepoint-disposal/{id}",
-        prefix(Some(CLUSTER))
-    ))
-    .await
-    .error(StatusCode::NOT_FOUND);
+    c.get(&format!("{pre}/savepoint-disposal/{id}"))
+        .await
+        .error(StatusCode::NOT_FOUND);
 });
 
 async fn latest_of_cluster(c: &Client, cluster: &str, job: &str) -> Option<String> {
@@ -527,7 +428,13 @@ backend_tests!(two_executors_one_operation_per_due_time, |ts| async move {
         lifecycle_executor("replica-b"),
         Arc::new(tokio::sync::Notify::new()),
     );
-    let schedule = put_schedule(c, None, json!({"interval": "1s", "target-directory": DIR})).await;
+    let schedule = put_schedule(
+        c,
+        CLUSTER,
+        None,
+        json!({"interval": "1s", "target-directory": DIR}),
+    )
+    .await;
     assert_eq!(schedule["interval"], "1s");
 
     eventually(
@@ -624,7 +531,7 @@ backend_tests!(schedule_passes_raced_and_repeated, |ts| async move {
     let c = &service.http;
     let jobs = [random_hex(), random_hex()];
     fake.set_jobs(&[(&jobs[0], "a", "RUNNING"), (&jobs[1], "b", "RUNNING")]);
-    put_schedule(c, None, json!({"interval": "1h"})).await;
+    put_schedule(c, CLUSTER, None, json!({"interval": "1h"})).await;
     make_due_now(&ts).await;
     let second = jobstore::store::open(&store_config(&ts.url)).await.unwrap();
     let stores = [ts.store.clone(), second];
@@ -674,7 +581,7 @@ backend_tests!(
         let c = &service.http;
         let job = random_hex();
         fake.set_jobs(&[(&job, "orders", "RUNNING")]);
-        put_schedule(c, None, json!({"interval": "1h"})).await;
+        put_schedule(c, CLUSTER, None, json!({"interval": "1h"})).await;
         make_due_now(&ts).await;
         // Flink takes the trigger in at once but answers it only after 5 s.
         fake.set_trigger_delay(Duration::from_secs(5));
@@ -724,7 +631,7 @@ backend_tests!(
             retry_backoff: backoff,
             ..fast_executor("a")
         });
-        put_schedule(c, None, json!({"interval": "1h"})).await;
+        put_schedule(c, CLUSTER, None, json!({"interval": "1h"})).await;
         make_due_now(&ts).await;
         let max = MAX_RETRIES as usize;
         let ops = eventually(
@@ -752,7 +659,7 @@ backend_tests!(
             assert_eq!(op["trigger"], "schedule");
             assert_eq!(op["failure-cause"], cause, "the failure is visible");
             if retry > 0 {
-                let waited = created_at(op) - at(&ops[retry - 1], "completed-at");
+                let waited = at(op, "created-at") - at(&ops[retry - 1], "completed-at");
                 let least = backoff * (1 << (retry - 1));
                 assert!(
                     waited.to_std().unwrap() >= least,
@@ -765,7 +672,7 @@ backend_tests!(
 
         // A job whose savepoint fails once, then succeeds: one retry, completed.
         fake.set_jobs(&[(&recovering, "recovering", "RUNNING")]);
-        put_schedule(c, None, json!({"interval": "1h"})).await;
+        put_schedule(c, CLUSTER, None, json!({"interval": "1h"})).await;
         make_due_now(&ts).await;
         eventually("the first try failed", WITHIN, || async {
             let ops =
@@ -827,8 +734,8 @@ backend_tests!(retention_disposes_older_never_the_latest, |ts| async move {
     }
     let lone = savepoint(c, CLUSTER, &single).await;
     fake.fail_disposals(1);
-    put_retention(c, None, json!({"max-count": 2})).await;
-    put_retention(c, Some(&single), json!({"max-age": "1s"})).await;
+    put_retention(c, CLUSTER, None, json!({"max-count": 2})).await;
+    put_retention(c, CLUSTER, Some(&single), json!({"max-age": "1s"})).await;
 
     let expected: BTreeSet<&String> = locations[..2].iter().collect();
     // Flink disposed of them, and jobstore recorded it (Flink answers COMPLETED before the
@@ -939,7 +846,7 @@ backend_tests!(latest_savepoint_by_job_and_by_name, |ts| async move {
 
     // The redeployed job, named by Flink's job overview, saved by its schedule.
     fake.set_jobs(&[(&redeployed, "orders", "RUNNING")]);
-    put_schedule(c, None, json!({"interval": "1h"})).await;
+    put_schedule(c, CLUSTER, None, json!({"interval": "1h"})).await;
     make_due_now(&ts).await;
     let location = eventually("the redeployed job's savepoint", WITHIN, || async {
         latest_of(c, &redeployed).await
@@ -974,6 +881,7 @@ backend_tests!(schedules_and_retention_through_the_api, |ts| async move {
     let before = Utc::now();
     let s = put_schedule(
         &c,
+        CLUSTER,
         None,
         json!({"interval": "6h", "target-directory": "s3://sp"}),
     )
@@ -1005,11 +913,12 @@ backend_tests!(schedules_and_retention_through_the_api, |ts| async move {
     );
     assert_eq!(c.get(&cluster_path).await.expect(StatusCode::OK).json(), s);
     // Per-job overrides: none for one job, checkpoints every 30 s for another.
-    let none = put_schedule(&c, Some(&job), json!({"interval": null})).await;
+    let none = put_schedule(&c, CLUSTER, Some(&job), json!({"interval": null})).await;
     assert_eq!(none["interval"], Value::Null);
     assert_eq!(none["next-due-at"], Value::Null);
     let cp = put_schedule(
         &c,
+        CLUSTER,
         Some(&other),
         json!({"interval": "30s", "kind": "CHECKPOINT", "format-type": "NATIVE"}),
     )
@@ -1040,7 +949,7 @@ backend_tests!(schedules_and_retention_through_the_api, |ts| async move {
         .await
         .error(StatusCode::NOT_FOUND);
     // Changing it starts its due times again.
-    let changed = put_schedule(&c, None, json!({"interval": "1d"})).await;
+    let changed = put_schedule(&c, CLUSTER, None, json!({"interval": "1d"})).await;
     assert!(at(&changed, "next-due-at") > at(&s, "next-due-at"));
     assert_eq!(changed["target-directory"], Value::Null);
 
@@ -1093,12 +1002,18 @@ backend_tests!(schedules_and_retention_through_the_api, |ts| async move {
     // Retention.
     let path = scoped(None, "savepoint-retention");
     c.get(&path).await.error(StatusCode::NOT_FOUND);
-    let r = put_retention(&c, None, json!({"max-count": 2})).await;
+    let r = put_retention(&c, CLUSTER, None, json!({"max-count": 2})).await;
     assert_eq!(
         r,
         json!({"cluster-id": CLUSTER, "job-id": null, "max-count": 2, "max-age": null})
     );
-    let j = put_retention(&c, Some(&job), json!({"max-age": "7d", "max-count": null})).await;
+    let j = put_retention(
+        &c,
+        CLUSTER,
+        Some(&job),
+        json!({"max-age": "7d", "max-count": null}),
+    )
+    .await;
     assert_eq!(
         j,
         json!({"cluster-id": CLUSTER, "job-id": job, "max-count": null, "max-age": "7days"})

@@ -16,8 +16,8 @@ use jobstore::flink::FlinkClient;
 use jobstore::http::HttpConfig;
 use jobstore::ids::FlinkRestUrl;
 use jobstore::store::{
-    Attempt, Claimed, ClusterConfig, ConfiguredBy, NewOperation, OperationKind, OperationStatus,
-    Outcome, Owner, Progress, StoreError,
+    Attempt, Claimed, ClusterConfig, ConfiguredBy, NewOperation, OperationKey, OperationKind,
+    OperationStatus, Outcome, Owner, Progress, StoreError,
 };
 use serde_json::{Value, json};
 
@@ -27,7 +27,8 @@ use common::savepoints::{
     trigger, wait_completed,
 };
 use common::{
-    Client, Kind, Serve, Service, TestStore, eventually, flink_files, operation_key, random_hex,
+    Client, Kind, Serve, Service, SharedStore, TestStore, eventually, flink_files, operation_key,
+    random_hex,
 };
 
 const CLUSTER: &str = "flink-a";
@@ -529,6 +530,25 @@ backend_tests!(
     }
 );
 
+/// Whether `attempt` of the operation `k` renews its lease (false: another attempt holds it,
+/// or the operation is over).
+async fn renews(store: &SharedStore, k: &OperationKey, attempt: Attempt, lease: Duration) -> bool {
+    let progress = Progress::default();
+    store
+        .renew_operation(k, attempt, lease, &progress)
+        .await
+        .unwrap()
+}
+
+/// Asserts that `attempt` completing the operation `k` with `outcome` is refused (a
+/// conflict: another attempt holds it, or it is over with another result).
+async fn assert_completion_conflicts(
+    store: &SharedStore, k: &OperationKey, outcome: &Outcome, attempt: Attempt,
+) {
+    let r = store.complete_operation(k, outcome, Some(attempt)).await;
+    assert!(matches!(r, Err(StoreError::Conflict)), "{r:?}");
+}
+
 backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     let fake = FakeFlink::start().await;
     let store = ts.store.clone();
@@ -570,13 +590,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
             .is_none(),
         "claimed twice while the lease holds"
     );
-    let progress = Progress::default();
-    assert!(
-        store
-            .renew_operation(&k, Attempt(1), lease, &progress)
-            .await
-            .unwrap()
-    );
+    assert!(renews(&store, &k, Attempt(1), lease).await);
     tokio::time::sleep(Duration::from_millis(450)).await;
     let b = store
         .claim_operation(&Owner::from("holder-b"), Duration::from_secs(30))
@@ -587,20 +601,9 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     assert_eq!(b.operation.lease_owner.as_deref(), Some("holder-b"));
 
     // holder-a (attempt 1) is fenced off.
-    assert!(
-        !store
-            .renew_operation(&k, Attempt(1), lease, &progress)
-            .await
-            .unwrap()
-    );
-    let stale = store
-        .complete_operation(
-            &k,
-            &Outcome::Location("file:/stale".into()),
-            Some(Attempt(1)),
-        )
-        .await;
-    assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
+    assert!(!renews(&store, &k, Attempt(1), lease).await);
+    let stale = Outcome::Location("file:/stale".into());
+    assert_completion_conflicts(&store, &k, &stale, Attempt(1)).await;
     let op = store.get_operation(&k).await.unwrap().unwrap();
     assert_eq!(op.status, OperationStatus::InProgress);
     assert_eq!(op.lease_owner.as_deref(), Some("holder-b"));
@@ -642,12 +645,7 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     assert_eq!(fake.savepoints_started(), 1);
 
     // holder-b (attempt 2) renews and completes.
-    assert!(
-        store
-            .renew_operation(&k, Attempt(2), lease, &progress)
-            .await
-            .unwrap()
-    );
+    assert!(renews(&store, &k, Attempt(2), lease).await);
     let done = store
         .complete_operation(&k, &Outcome::Location("file:/b".into()), Some(Attempt(2)))
         .await
@@ -657,20 +655,9 @@ backend_tests!(a_stale_holder_cannot_complete_or_renew, |ts| async move {
     assert_eq!(done.lease_owner, None);
     // After completion nobody renews; a stale completion with another result conflicts;
     // the same result again is answered (idempotent).
-    assert!(
-        !store
-            .renew_operation(&k, Attempt(2), lease, &progress)
-            .await
-            .unwrap()
-    );
-    let again = store
-        .complete_operation(
-            &k,
-            &Outcome::FailureCause(json!({"class": "x"})),
-            Some(Attempt(1)),
-        )
-        .await;
-    assert!(matches!(again, Err(StoreError::Conflict)), "{again:?}");
+    assert!(!renews(&store, &k, Attempt(2), lease).await);
+    let other = Outcome::FailureCause(json!({"class": "x"}));
+    assert_completion_conflicts(&store, &k, &other, Attempt(1)).await;
     let same = store
         .complete_operation(&k, &Outcome::Location("file:/b".into()), None)
         .await
@@ -812,23 +799,27 @@ backend_tests!(operations_without_a_flink_url_time_out, |ts| async move {
     );
 });
 
+/// The flags of a `jobstore serve` whose un-prefixed routes are cluster `prod`'s, driven on
+/// the Flink at `url` and polling every 50 ms, and then `more`.
+fn prod_flags<'a>(url: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut flags = vec![
+        "--cluster-id",
+        "prod",
+        "--flink-rest-url",
+        url,
+        "--poll-interval",
+        "50ms",
+    ];
+    flags.extend_from_slice(more);
+    flags
+}
+
 backend_tests!(
     serve_drives_savepoints_and_another_process_takes_over_after_a_crash,
     |ts| async move {
         let fake = FakeFlink::start().await;
         let url = fake.url();
-        let flags = [
-            "--cluster-id",
-            "prod",
-            "--flink-rest-url",
-            &url,
-            "--poll-interval",
-            "50ms",
-            "--lease",
-            "1s",
-            "--flink-timeout",
-            "2s",
-        ];
+        let flags = prod_flags(&url, &["--lease", "1s", "--flink-timeout", "2s"]);
         let first = Serve::start(&ts.url, &flags).await;
         // Un-prefixed routes act on --cluster-id, driven on --flink-rest-url.
         let job = random_hex();
@@ -1146,16 +1137,7 @@ backend_tests!(
         // Through the environment, so that a binary without the flag still starts.
         let serve = Serve::start_with_env(
             &ts.url,
-            &[
-                "--cluster-id",
-                "prod",
-                "--flink-rest-url",
-                &url,
-                "--poll-interval",
-                "50ms",
-                "--flink-timeout",
-                "20s",
-            ],
+            &prod_flags(&url, &["--flink-timeout", "20s"]),
             &[("JOBSTORE_FLINK_MAX_ANSWER", "1048576")],
         )
         .await;

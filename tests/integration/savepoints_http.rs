@@ -95,6 +95,11 @@ fn operations(r: &Resp) -> Vec<Value> {
     body["savepoint-operations"].as_array().unwrap().clone()
 }
 
+/// The operations of one job of a cluster, as listed (asserting 200 and the shape).
+async fn operations_of_job(c: &Client, cluster: &str, job: &str) -> Vec<Value> {
+    operations(&c.get(&list_path(cluster, &format!("?job-id={job}"))).await)
+}
+
 /// An operation as the contract shapes it, checked field by field.
 #[track_caller]
 fn check_operation(op: &Value, cluster: &str, job: &str, request: &str, kind: &str) {
@@ -147,7 +152,7 @@ fn check_operation(op: &Value, cluster: &str, job: &str, request: &str, kind: &s
 
 /// The one listed operation of a job on a cluster.
 async fn only_operation(c: &Client, cluster: &str, job: &str) -> Value {
-    let ops = operations(&c.get(&list_path(cluster, &format!("?job-id={job}"))).await);
+    let ops = operations_of_job(c, cluster, job).await;
     assert_eq!(ops.len(), 1, "{ops:#?}");
     ops[0].clone()
 }
@@ -1009,6 +1014,12 @@ backend_tests!(cluster_configuration, |ts| async move {
     }
 });
 
+/// Purges the completed operations older than `retention` (retention's pass, run by hand);
+/// how many went.
+async fn purge_older_than(ts: &TestStore, retention: Duration) -> u64 {
+    ts.store.purge_operations(retention).await.unwrap()
+}
+
 backend_tests!(retention_removes_completed_operations, |ts| async move {
     let api = api(&ts);
     let pre = prefix(Some("c1"));
@@ -1018,21 +1029,9 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
     let open = savepoint(&api, &pre, &job).await;
     complete(&api, "c1", &job, &old, "file:/old").await;
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(
-        ts.store
-            .purge_operations(Duration::from_secs(3600))
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(purge_older_than(&ts, Duration::from_secs(3600)).await, 0);
     complete(&api, "c1", &job, &young, "file:/young").await;
-    assert_eq!(
-        ts.store
-            .purge_operations(Duration::from_millis(400))
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(purge_older_than(&ts, Duration::from_millis(400)).await, 1);
     flink_error(
         &api.get(&format!("{pre}/jobs/{job}/savepoints/{old}")).await,
         StatusCode::NOT_FOUND,
@@ -1047,13 +1046,7 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
     // Open operations are never removed, however old; nor the latest savepoint of a job
     // (what a redeploy restores from, GET .../latest-savepoint).
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(
-        ts.store
-            .purge_operations(Duration::from_millis(1))
-            .await
-            .unwrap(),
-        0
-    );
+    assert_eq!(purge_older_than(&ts, Duration::from_millis(1)).await, 0);
     assert_eq!(status_text(&api, &pre, &job, &open).await, IN_PROGRESS);
     assert_eq!(
         status_text(&api, &pre, &job, &young).await,
@@ -1062,13 +1055,7 @@ backend_tests!(retention_removes_completed_operations, |ts| async move {
     // Once a newer savepoint completed, the older one goes.
     complete(&api, "c1", &job, &open, "file:/newest").await;
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(
-        ts.store
-            .purge_operations(Duration::from_millis(1))
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(purge_older_than(&ts, Duration::from_millis(1)).await, 1);
     assert!(listed(&api, "c1", &job, &young).await.is_none());
     assert_eq!(operations(&api.get(&list_path("c1", "")).await).len(), 1);
 });
@@ -1108,7 +1095,7 @@ backend_tests!(
             }
             let answers: BTreeSet<String> = tasks.join_all().await.into_iter().collect();
             assert_eq!(answers, BTreeSet::from([given.clone()]), "round {round}");
-            let ops = operations(&http.get(&list_path("c1", &format!("?job-id={job}"))).await);
+            let ops = operations_of_job(&http, "c1", &job).await;
             assert_eq!(ops.len(), 1, "round {round}: {ops:#?}");
             assert_eq!(ops[0]["request-id"], given.as_str());
 
@@ -1137,7 +1124,7 @@ backend_tests!(
             let answers: BTreeSet<String> = tasks.join_all().await.into_iter().collect();
             assert_eq!(answers, BTreeSet::from([given.clone()]));
             for job in &jobs {
-                let ops = operations(&http.get(&list_path("c1", &format!("?job-id={job}"))).await);
+                let ops = operations_of_job(&http, "c1", job).await;
                 assert_eq!(ops.len(), 1, "round {round}: {ops:#?}");
                 assert_eq!(ops[0]["request-id"], given.as_str());
             }
@@ -1160,7 +1147,7 @@ backend_tests!(
         }
         let answers: BTreeSet<String> = tasks.join_all().await.into_iter().collect();
         assert_eq!(answers.len(), 16);
-        let ops = operations(&http.get(&list_path("c1", &format!("?job-id={job}"))).await);
+        let ops = operations_of_job(&http, "c1", &job).await;
         assert_eq!(ops.len(), 16);
     }
 );

@@ -66,6 +66,28 @@ struct FakeOp {
     checkpoint: bool,
 }
 
+impl FakeOp {
+    /// A savepoint (`checkpoint` false) or checkpoint just triggered: never polled, no
+    /// result yet.
+    fn started(target_directory: Option<String>, checkpoint: bool) -> FakeOp {
+        FakeOp {
+            target_directory,
+            polls: 0,
+            result: None,
+            checkpoint,
+        }
+    }
+}
+
+/// Flink's `202 {"request-id": ...}` of an operation triggered.
+fn accepted(trigger: &str) -> Response {
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(json!({ "request-id": trigger })),
+    )
+        .into_response()
+}
+
 /// One disposal the fake JobManager knows.
 #[derive(Debug, Clone)]
 struct FakeDisposal {
@@ -554,26 +576,14 @@ async fn trigger(shared: Shared, job: String, body: Bytes, stop: bool) -> Respon
             }
             s.started += 1;
             s.forgotten.remove(&trigger);
-            s.ops.insert(
-                key,
-                FakeOp {
-                    target_directory,
-                    polls: 0,
-                    result: None,
-                    checkpoint: false,
-                },
-            );
+            s.ops.insert(key, FakeOp::started(target_directory, false));
         }
         s.trigger_delay
     };
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    (
-        StatusCode::ACCEPTED,
-        axum::Json(json!({ "request-id": trigger })),
-    )
-        .into_response()
+    accepted(&trigger)
 }
 
 async fn status(
@@ -656,21 +666,9 @@ async fn trigger_checkpoint(
     let key = (job.to_lowercase(), trigger.clone());
     if !s.ops.contains_key(&key) {
         s.checkpoints_started += 1;
-        s.ops.insert(
-            key,
-            FakeOp {
-                target_directory: None,
-                polls: 0,
-                result: None,
-                checkpoint: true,
-            },
-        );
+        s.ops.insert(key, FakeOp::started(None, true));
     }
-    (
-        StatusCode::ACCEPTED,
-        axum::Json(json!({ "request-id": trigger })),
-    )
-        .into_response()
+    accepted(&trigger)
 }
 
 async fn checkpoint_status(

@@ -151,6 +151,50 @@ pub struct LoadPlan {
     pub http: Client,
 }
 
+impl LoadPlan {
+    /// A load on `cluster` through `servers` that runs until it is stopped (2,000 entries per
+    /// worker at the most): 8 workers, each write tried 6 times, 100 ms apart.
+    pub fn until_stopped(servers: Vec<String>, cluster: &str, http: &Client) -> LoadPlan {
+        LoadPlan {
+            servers: Arc::new(Mutex::new(servers)),
+            cluster: cluster.to_owned(),
+            workers: 8,
+            entries_per_worker: 2_000,
+            stop: tokio_util::sync::CancellationToken::new(),
+            attempts: 6,
+            retry_pause: Duration::from_millis(100),
+            http: http.clone(),
+        }
+    }
+}
+
+/// A load running in a task of its own ([`spawn_load`]).
+pub struct RunningLoad {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Runs `plan`'s load ([`run_load`]) in a task of its own, until its `stop` is cancelled.
+pub fn spawn_load(plan: LoadPlan, ledger: Arc<Ledger>) -> RunningLoad {
+    RunningLoad {
+        stop: plan.stop.clone(),
+        task: tokio::spawn(run_load(plan, ledger)),
+    }
+}
+
+impl RunningLoad {
+    /// Lets the load go on for `more`, then stops it and waits (60 s at the most) for every
+    /// worker to end.
+    pub async fn stop_after(self, more: Duration) {
+        tokio::time::sleep(more).await;
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(60), self.task)
+            .await
+            .expect("the load stops")
+            .unwrap();
+    }
+}
+
 /// Runs the load: each worker creates entries (both kinds, alternately) and marks every
 /// other one clean, each request on the next replica, retrying a request that got no
 /// answer or a 5xx on the next replica. Returns when every worker is done.
@@ -236,6 +280,45 @@ impl Worker<'_> {
     }
 }
 
+/// What can be wrong with what the load sent, as [`verify_ledger`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Wrong {
+    /// An acknowledged write not in the store.
+    Lost,
+    /// An entry stored with other content than sent.
+    Content,
+    /// An entry in a state its acknowledged writes do not allow.
+    State,
+    /// A key stored more than once.
+    Duplicate,
+    /// A row nobody sent.
+    Stranger,
+}
+
+impl Wrong {
+    /// Its name in the RELIABILITY lines.
+    fn label(self) -> &'static str {
+        match self {
+            Wrong::Lost => "lost",
+            Wrong::Content => "wrong-content",
+            Wrong::State => "wrong-state",
+            Wrong::Duplicate => "duplicates",
+            Wrong::Stranger => "strangers",
+        }
+    }
+
+    /// What it is, for a failure's message.
+    fn what(self) -> &'static str {
+        match self {
+            Wrong::Lost => "acknowledged writes lost",
+            Wrong::Content => "entries stored with other content",
+            Wrong::State => "entries in the wrong state",
+            Wrong::Duplicate => "duplicated rows",
+            Wrong::Stranger => "rows nobody sent",
+        }
+    }
+}
+
 /// What [`verify_ledger`] found.
 #[derive(Debug, Default)]
 pub struct Verdict {
@@ -246,51 +329,35 @@ pub struct Verdict {
     /// Entries the load sent whose create got no acknowledgement but were stored (their
     /// attempt committed while its answer was lost): allowed, checked for content too.
     pub stored_unacked: usize,
-    /// Acknowledged writes not in the store, or not as sent.
-    pub lost: Vec<String>,
-    pub wrong_content: Vec<String>,
-    pub wrong_state: Vec<String>,
-    /// Rows of one key more than once, and rows nobody sent.
-    pub duplicates: usize,
-    pub strangers: Vec<String>,
+    /// Everything wrong, by what is wrong: the keys, with what was found.
+    pub wrong: BTreeMap<Wrong, Vec<String>>,
 }
 
 impl Verdict {
+    fn found(&mut self, wrong: Wrong, what: String) {
+        self.wrong.entry(wrong).or_default().push(what);
+    }
+
+    /// How many keys are wrong in this way.
+    pub fn count(&self, wrong: Wrong) -> usize {
+        self.wrong.get(&wrong).map_or(0, Vec::len)
+    }
+
     /// `stored-but-unacknowledged=N lost=N wrong-content=N wrong-state=N duplicates=N`, for
     /// the RELIABILITY lines.
     pub fn losses(&self) -> String {
-        format!(
-            "stored-but-unacknowledged={} lost={} wrong-content={} wrong-state={} duplicates={}",
-            self.stored_unacked,
-            self.lost.len(),
-            self.wrong_content.len(),
-            self.wrong_state.len(),
-            self.duplicates
-        )
+        let mut line = format!("stored-but-unacknowledged={}", self.stored_unacked);
+        for wrong in [Wrong::Lost, Wrong::Content, Wrong::State, Wrong::Duplicate] {
+            line += &format!(" {}={}", wrong.label(), self.count(wrong));
+        }
+        line
     }
 
+    /// Asserts that nothing is wrong.
     pub fn assert_clean(&self) {
-        assert!(
-            self.lost.is_empty(),
-            "acknowledged writes lost: {:?}",
-            self.lost
-        );
-        assert!(
-            self.wrong_content.is_empty(),
-            "entries stored with other content: {:?}",
-            self.wrong_content
-        );
-        assert!(
-            self.wrong_state.is_empty(),
-            "entries in the wrong state: {:?}",
-            self.wrong_state
-        );
-        assert_eq!(self.duplicates, 0, "duplicated rows");
-        assert!(
-            self.strangers.is_empty(),
-            "rows nobody sent: {:?}",
-            self.strangers
-        );
+        if let Some((wrong, keys)) = self.wrong.first_key_value() {
+            panic!("{}: {keys:?}", wrong.what());
+        }
     }
 }
 
@@ -317,8 +384,9 @@ fn verify_rows(rows: Vec<(Kind, String, String, String)>, ledger: &Ledger) -> Ve
     let mut seen: BTreeMap<(Kind, String), (String, Value)> = BTreeMap::new();
     for (kind, id, state, text) in rows {
         let result: Value = serde_json::from_str(&text).expect("a stored result is JSON");
-        if seen.insert((kind, id.clone()), (state, result)).is_some() {
-            verdict.duplicates += 1;
+        let key = (kind, id);
+        if seen.insert(key.clone(), (state, result)).is_some() {
+            verdict.found(Wrong::Duplicate, format!("{key:?}"));
         }
     }
     for (key, sent) in entries.iter() {
@@ -331,7 +399,7 @@ fn verify_rows(rows: Vec<(Kind, String, String, String)>, ledger: &Ledger) -> Ve
         }
         let Some((state, result)) = seen.get(key) else {
             if acked {
-                verdict.lost.push(format!("{key:?}"));
+                verdict.found(Wrong::Lost, format!("{key:?}"));
             }
             continue;
         };
@@ -341,23 +409,25 @@ fn verify_rows(rows: Vec<(Kind, String, String, String)>, ledger: &Ledger) -> Ve
         // serde_json's Map compares as a map: key order (which jsonb changes) aside,
         // every field and value must be the one sent.
         if *result != sent.result {
-            verdict
-                .wrong_content
-                .push(format!("{key:?}: sent {} stored {result}", sent.result));
+            let what = format!("{key:?}: sent {} stored {result}", sent.result);
+            verdict.found(Wrong::Content, what);
         }
         let expected_clean = sent.clean_acked;
         let may_be_clean = sent.clean_attempted;
         match state.as_str() {
             "clean" if may_be_clean => {}
             "dirty" if !expected_clean => {}
-            other => verdict.wrong_state.push(format!(
-                "{key:?}: {other} (clean acknowledged: {expected_clean}, attempted: {may_be_clean})"
-            )),
+            other => verdict.found(
+                Wrong::State,
+                format!(
+                    "{key:?}: {other} (clean acknowledged: {expected_clean}, attempted: {may_be_clean})"
+                ),
+            ),
         }
     }
     for key in seen.keys() {
         if !entries.contains_key(key) {
-            verdict.strangers.push(format!("{key:?}"));
+            verdict.found(Wrong::Stranger, format!("{key:?}"));
         }
     }
     verdict

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
 use jobstore::executor::{self, ExecutorConfig};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{Client, Resp, Service, SharedStore, eventually};
+use super::{Backend, Client, Resp, Service, SharedStore, TestStore, eventually};
 
 /// An executor configuration for tests: 50 ms polls, a 1 s lease, short backoff.
 pub fn fast_executor(owner: &str) -> ExecutorConfig {
@@ -90,7 +91,14 @@ pub fn prefix(cluster: Option<&str>) -> String {
 /// Asserts a `202 {"request-id": <hex32>}` answer, byte for byte like Flink's; the id.
 #[track_caller]
 pub fn accepted(r: &Resp) -> String {
-    r.expect(StatusCode::ACCEPTED);
+    request_id(r, StatusCode::ACCEPTED)
+}
+
+/// Asserts a `{"request-id": <hex32>}` answer with `status`, byte for byte like Flink's; the
+/// id.
+#[track_caller]
+pub fn request_id(r: &Resp, status: StatusCode) -> String {
+    r.expect(status);
     let body = r.json();
     let id = body["request-id"]
         .as_str()
@@ -127,6 +135,106 @@ pub async fn stop(c: &Client, prefix: &str, job: &str, body: &Value) -> String {
         &c.post_json(&format!("{prefix}/jobs/{job}/stop"), body)
             .await,
     )
+}
+
+/// Asks for the disposal of `savepoint_path` (`POST <prefix>/savepoint-disposal`), answered
+/// 200 as Flink answers it; its id.
+pub async fn request_disposal(c: &Client, prefix: &str, savepoint_path: &str) -> String {
+    let body = json!({"savepoint-path": savepoint_path});
+    let r = c
+        .post_json(&format!("{prefix}/savepoint-disposal"), &body)
+        .await;
+    request_id(&r, StatusCode::OK)
+}
+
+/// Polls a disposal's status (`GET <prefix>/savepoint-disposal/<id>`, asserting 200) until
+/// `COMPLETED`; the `operation` object.
+pub async fn disposal_completed(c: &Client, prefix: &str, id: &str, within: Duration) -> Value {
+    eventually(format!("disposal {id} COMPLETED"), within, || async {
+        let s = c
+            .get(&format!("{prefix}/savepoint-disposal/{id}"))
+            .await
+            .expect(StatusCode::OK)
+            .json();
+        (s["status"]["id"] == "COMPLETED").then(|| s["operation"].clone())
+    })
+    .await
+}
+
+/// Asserts that a completed disposal failed as Flink's fails on a path with no savepoint:
+/// a `FileNotFoundException` in its failure-cause's stack trace.
+#[track_caller]
+pub fn assert_nothing_at_path(operation: &Value) {
+    let trace = operation["failure-cause"]["stack-trace"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(trace.contains("FileNotFoundException"), "{operation}");
+}
+
+/// `/v1/clusters/<cluster>/<what>`, or `/v1/clusters/<cluster>/jobs/<job>/<what>`: a
+/// cluster's or one job's setting (`savepoint-schedule`, `savepoint-retention`).
+pub fn setting_path(cluster: &str, job: Option<&str>, what: &str) -> String {
+    match job {
+        Some(job) => format!("/v1/clusters/{cluster}/jobs/{job}/{what}"),
+        None => format!("/v1/clusters/{cluster}/{what}"),
+    }
+}
+
+/// Sets a savepoint schedule (`job` None: the cluster's), asserting 200; the schedule.
+pub async fn put_schedule(c: &Client, cluster: &str, job: Option<&str>, body: Value) -> Value {
+    let path = setting_path(cluster, job, "savepoint-schedule");
+    let r = c.put_json(&path, &body).await;
+    r.expect(StatusCode::OK);
+    r.json()
+}
+
+/// Sets a retention policy (`job` None: the cluster's), asserting 200; the policy.
+pub async fn put_retention(c: &Client, cluster: &str, job: Option<&str>, body: Value) -> Value {
+    let path = setting_path(cluster, job, "savepoint-retention");
+    let r = c.put_json(&path, &body).await;
+    r.expect(StatusCode::OK);
+    r.json()
+}
+
+/// Moves every schedule's next due time to now (a schedule's first due time is one interval
+/// after it is set), in whole milliseconds as the service writes them.
+pub async fn make_due_now(ts: &TestStore) {
+    let now = match ts.backend {
+        Backend::Postgres => "date_trunc('milliseconds', now())",
+        Backend::Sqlite => "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    };
+    ts.db
+        .execute(&format!(
+            "UPDATE savepoint_schedules SET next_due_at = {now} WHERE next_due_at IS NOT NULL"
+        ))
+        .await
+        .expect("moving the due times");
+}
+
+/// The operations of a cluster as the listing shows them, oldest first; `query` adds
+/// filters (`kind=DISPOSAL`).
+pub async fn operations(c: &Client, cluster: &str, query: &str) -> Vec<Value> {
+    let r = c
+        .get(&format!(
+            "/v1/clusters/{cluster}/savepoint-operations?limit=1000&{query}"
+        ))
+        .await;
+    r.expect(StatusCode::OK);
+    let mut ops = r.json()["savepoint-operations"]
+        .as_array()
+        .expect("a list")
+        .clone();
+    ops.sort_by_key(|op| at(op, "created-at"));
+    ops
+}
+
+/// The time in an operation's `field` (which must hold one).
+pub fn at(op: &Value, field: &str) -> DateTime<Utc> {
+    op[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {field}: {op}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{field} of {op}: {e}"))
 }
 
 /// Flink's status body of an operation (asserting 200).
@@ -173,18 +281,10 @@ pub async fn wait_completed(
 
 /// The operation as the management listing shows it (`GET .../savepoint-operations`).
 pub async fn listed(c: &Client, cluster: &str, job: &str, request: &str) -> Option<Value> {
-    let r = c
-        .get(&format!(
-            "/v1/clusters/{cluster}/savepoint-operations?job-id={job}"
-        ))
-        .await;
-    r.expect(StatusCode::OK);
-    r.json()["savepoint-operations"]
-        .as_array()
-        .expect("a list")
-        .iter()
+    operations(c, cluster, &format!("job-id={job}"))
+        .await
+        .into_iter()
         .find(|op| op["request-id"] == request)
-        .cloned()
 }
 
 /// Configures a cluster with `PUT /v1/clusters/<c>`, asserting 200.
