@@ -8,10 +8,10 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{Backend, TestStore, at_once, random_hex};
+use common::{Backend, TestStore, at_once, publish, random_hex};
 use jobstore::ids::{ClusterId, JobId};
 use jobstore::store::{
-    CheckpointId, Component, Fence, HaKind, HandlePage, HandleVersion, Holder, Leader, Lease,
+    CheckpointId, Component, Fence, HaKind, HandlePage, HandleVersion, Holder, Lease,
     StateHandleKey, Store, StoreError,
 };
 
@@ -88,6 +88,12 @@ async fn execute(ts: &TestStore, sql: &str) -> Result<u64, String> {
     ts.db.execute(sql).await
 }
 
+/// Whether `holder`'s acquisition of `c`'s lease is refused (another holder's is live).
+async fn refused(store: &dyn Store, c: &ClusterId, holder: &str) -> bool {
+    let lease = store.acquire_lease(c, &Holder::from(holder), LONG).await;
+    lease.unwrap().is_none()
+}
+
 /// Whether `holder` renews `lease` of `c` (for [`LONG`]): false once it is not the live
 /// lease, or not `holder`'s.
 async fn renews(store: &dyn Store, c: &ClusterId, holder: &str, lease: &Lease) -> bool {
@@ -134,18 +140,9 @@ impl HaWrite {
         }
         let handle = b"stale";
         match self {
-            HaWrite::Publish(component) => shown(
-                s.publish_leader_info(
-                    c,
-                    fence,
-                    &Component::from(component),
-                    Leader {
-                        address: "pekko://stale",
-                        session_id: "s",
-                    },
-                )
-                .await,
-            ),
+            HaWrite::Publish(component) => {
+                shown(publish(s, c, fence, component, ("pekko://stale", "s")).await)
+            }
             HaWrite::DeleteInfo(component) => shown(
                 s.delete_leader_info(c, fence, &Component::from(component))
                     .await,
@@ -212,13 +209,7 @@ backend_tests!(concurrent_acquisitions_give_one_holder, |ts| async move {
         "a renewal keeps the lease id"
     );
     assert!(again.expires_at >= lease.expires_at);
-    assert_eq!(
-        ts.store
-            .acquire_lease(&c, &Holder::from("someone-else"), LONG)
-            .await
-            .unwrap(),
-        None
-    );
+    assert!(refused(&*ts.store, &c, "someone-else").await);
     assert!(renews(&*ts.store, &c, &holder, &lease).await);
     assert!(!renews(&*ts.store, &c, "someone-else", &lease).await);
     // The lease is per cluster.
@@ -248,13 +239,7 @@ backend_tests!(
             !releases(&*ts.store, &c, "jm-a", &first).await,
             "the deposed holder cannot release the new lease"
         );
-        assert_eq!(
-            ts.store
-                .acquire_lease(&c, &Holder::from("jm-a"), LONG)
-                .await
-                .unwrap(),
-            None
-        );
+        assert!(refused(&*ts.store, &c, "jm-a").await);
         assert_eq!(
             scalar(
                 &ts,
@@ -286,25 +271,21 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     let c = cluster("fenced");
     let j = job();
     let old = acquire(s, &c, "jm-a", LONG).await;
-    s.publish_leader_info(
+    publish(
+        s,
         &c,
         old.fence(),
-        &Component::from("dispatcher"),
-        Leader {
-            address: "pekko://a/dispatcher",
-            session_id: "s-a",
-        },
+        "dispatcher",
+        ("pekko://a/dispatcher", "s-a"),
     )
     .await
     .unwrap();
-    s.publish_leader_info(
+    publish(
+        s,
         &c,
         old.fence(),
-        &Component::job(j),
-        Leader {
-            address: "pekko://a/jm",
-            session_id: "s-a",
-        },
+        Component::job(j),
+        ("pekko://a/jm", "s-a"),
     )
     .await
     .unwrap();
@@ -388,18 +369,15 @@ backend_tests!(a_stale_epoch_cannot_write, |ts| async move {
     );
 
     // The new epoch writes.
-    let info = s
-        .publish_leader_info(
-            &c,
-            new.fence(),
-            &Component::from("dispatcher"),
-            Leader {
-                address: "pekko://b/dispatcher",
-                session_id: "s-b",
-            },
-        )
-        .await
-        .unwrap();
+    let info = publish(
+        s,
+        &c,
+        new.fence(),
+        "dispatcher",
+        ("pekko://b/dispatcher", "s-b"),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (info.epoch, info.address.as_str()),
         (new.epoch, "pekko://b/dispatcher")
@@ -569,17 +547,9 @@ backend_tests!(remove_is_idempotent, |ts| async move {
         "already gone: Ok"
     );
     assert_eq!(s.get_state_handle(&c, &plan(j)).await.unwrap(), None);
-    s.publish_leader_info(
-        &c,
-        e,
-        &Component::from("restserver"),
-        Leader {
-            address: "http://a:8081",
-            session_id: "s",
-        },
-    )
-    .await
-    .unwrap();
+    publish(s, &c, e, "restserver", ("http://a:8081", "s"))
+        .await
+        .unwrap();
     assert!(
         s.delete_leader_info(&c, e, &Component::from("restserver"))
             .await
@@ -604,34 +574,18 @@ backend_tests!(job_and_cluster_cleanup_remove_their_data, |ts| async move {
     let e = acquire(s, &c, "jm", LONG).await.fence();
     let (gone, kept) = (job(), job());
     for j in [gone, kept] {
-        s.publish_leader_info(
-            &c,
-            e,
-            &Component::job(j),
-            Leader {
-                address: "pekko://jm",
-                session_id: "s",
-            },
-        )
-        .await
-        .unwrap();
+        publish(s, &c, e, Component::job(j), ("pekko://jm", "s"))
+            .await
+            .unwrap();
         s.add_state_handle(&c, e, &plan(j), b"plan").await.unwrap();
         s.add_state_handle(&c, e, &checkpoint(j, "1"), b"cp")
             .await
             .unwrap();
         s.counter_get_and_increment(&c, e, j).await.unwrap();
     }
-    s.publish_leader_info(
-        &c,
-        e,
-        &Component::from("dispatcher"),
-        Leader {
-            address: "pekko://d",
-            session_id: "s",
-        },
-    )
-    .await
-    .unwrap();
+    publish(s, &c, e, "dispatcher", ("pekko://d", "s"))
+        .await
+        .unwrap();
     s.remove_job_ha_data(&c, e, gone).await.unwrap();
     assert_eq!(
         s.get_leader_info(&c, &Component::job(gone)).await.unwrap(),
@@ -701,28 +655,12 @@ backend_tests!(the_views_answer, |ts| async move {
     let c = cluster("views");
     let e = acquire(s, &c, "jm-1", LONG).await.fence();
     let j = job();
-    s.publish_leader_info(
-        &c,
-        e,
-        &Component::from("dispatcher"),
-        Leader {
-            address: "pekko://d",
-            session_id: "s",
-        },
-    )
-    .await
-    .unwrap();
-    s.publish_leader_info(
-        &c,
-        e,
-        &Component::from("resourcemanager"),
-        Leader {
-            address: "pekko://r",
-            session_id: "s",
-        },
-    )
-    .await
-    .unwrap();
+    publish(s, &c, e, "dispatcher", ("pekko://d", "s"))
+        .await
+        .unwrap();
+    publish(s, &c, e, "resourcemanager", ("pekko://r", "s"))
+        .await
+        .unwrap();
     for n in ["1", "2", "3"] {
         s.add_state_handle(&c, e, &checkpoint(j, n), b"cp")
             .await

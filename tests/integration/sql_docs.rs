@@ -4,12 +4,12 @@
 
 use crate::common;
 
-use common::{Backend, TestStore};
+use common::{Backend, TestStore, publish};
 use jobstore::ids::ClusterId;
 use jobstore::result_file::{ResultKind, parse_envelope};
 use jobstore::store::{
-    ClusterConfig, Component, ConfiguredBy, FlinkJob, HaKind, Holder, Leader, NewOperation,
-    OperationKey, OperationKind, Outcome, Retention, Schedule, Setting, StateHandleKey,
+    ClusterConfig, ConfiguredBy, FlinkJob, HaKind, Holder, NewOperation, OperationKey,
+    OperationKind, Outcome, Retention, Schedule, Setting, StateHandleKey,
 };
 
 /// The SQL blocks of docs/sql.md for one backend.
@@ -191,18 +191,18 @@ async fn seed(ts: &TestStore) {
         .await
         .unwrap()
         .unwrap();
-    store
-        .publish_leader_info(
-            &cluster,
-            lease.fence(),
-            &Component::from("dispatcher"),
-            Leader {
-                address: "pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1",
-                session_id: "2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11",
-            },
-        )
-        .await
-        .unwrap();
+    publish(
+        store,
+        &cluster,
+        lease.fence(),
+        "dispatcher",
+        (
+            "pekko.tcp://flink@10.0.0.5:6123/user/rpc/dispatcher_1",
+            "2f7e4c1a-7f4e-4a57-9d3e-5b1f0c9e2a11",
+        ),
+    )
+    .await
+    .unwrap();
     let key = |kind, job: Option<jobstore::ids::JobId>, name: &str| StateHandleKey {
         kind,
         job,

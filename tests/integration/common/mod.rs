@@ -50,7 +50,7 @@ pub use http::{
 };
 pub use kind::{KINDS, Kind};
 pub use serve::{Run, Serve, jobstore_command, run_bounded, run_jobstore};
-pub use store::{SharedStore, TestStore, operation_key, store_config};
+pub use store::{SharedStore, TestStore, operation_key, publish, store_config};
 
 /// The keys of a JSON object (panics, showing it, when it is not one).
 pub fn keys(value: &serde_json::Value) -> std::collections::BTreeSet<&str> {

@@ -224,3 +224,18 @@ impl TestDb {
         );
     }
 }
+
+/// Publishes `component`'s leader information (its address and session id) of `cluster`
+/// under `fence`.
+pub async fn publish(
+    store: &dyn jobstore::store::Store, cluster: &ClusterId, fence: jobstore::store::Fence,
+    component: impl Into<jobstore::store::Component>, (address, session_id): (&str, &str),
+) -> jobstore::store::StoreResult<jobstore::store::LeaderInfo> {
+    let leader = jobstore::store::Leader {
+        address,
+        session_id,
+    };
+    store
+        .publish_leader_info(cluster, fence, &component.into(), leader)
+        .await
+}
