@@ -235,7 +235,7 @@ async fn method_not_allowed(uri: Uri) -> ApiError {
     ApiError::MethodNotAllowed
 }
 
-#[utoipa::path(get, path = "/openapi.json", tag = "service", summary = "This document", responses((status = 200, description = "The OpenAPI document", content_type = "application/json")))]
+#[utoipa::path(get, path = "/openapi.json", tag = "service", summary = "This document", responses((status = 200, description = "The OpenAPI document", body = Object, content_type = "application/json")))]
 async fn openapi_json() -> Json<&'static serde_json::Value> {
     Json(openapi::document())
 }
