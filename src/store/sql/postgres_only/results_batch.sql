@@ -1,9 +1,10 @@
--- The group commit's batch of result writes (group_commit.rs) as one autocommitted statement:
--- one transaction, one WAL flush. Each part takes its rows from arrays of the same length: the
--- creates of job results and of application results (their clusters, ids, states and
--- results; a present id inserts nothing), then the mark-cleans of dirty job results and
--- application results (their clusters and ids). Each row answered names the part that wrote
--- it (op: 0 job creates, 1 application creates, 2 job mark-cleans, 3 application mark-cleans).
+-- The group commit's batch of result writes (group_commit.rs) as one statement, in a
+-- transaction of its own (one WAL flush) whose settings hold its plan to index lookups.
+-- Each part takes its rows from arrays of the same length: the creates of job results and
+-- of application results (their clusters, ids, states and results; a present id inserts
+-- nothing), then the mark-cleans of dirty job results and application results (their
+-- clusters and ids). Each row answered names the part that wrote it (op: 0 job creates,
+-- 1 application creates, 2 job mark-cleans, 3 application mark-cleans).
 -- PostgreSQL only: SQLite writes a batch with the single-row statements in one transaction.
 WITH jc AS (INSERT INTO job_results (cluster_id, job_id, state, result, cleaned_at)
   SELECT c, i, s, r::json, CASE WHEN s = 'clean' THEN now() END
