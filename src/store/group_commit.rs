@@ -555,19 +555,21 @@ fn part(job: &Job) -> i32 {
     }
 }
 
-/// What the batch statement's plan may use: an index lookup per row of the batch, never a
-/// join that reads every dirty entry. The statement is prepared once per connection, and
-/// PostgreSQL keeps its generic plan for the connection's life (until the table's next
-/// ANALYZE): made while a table is young (a new database, before autovacuum's first
-/// ANALYZE), the planner's cheapest choice is a hash join over a bitmap scan of every
-/// dirty entry, which each batch then pays again with the dead entries that mark-cleans
-/// leave in the dirty index until vacuum (measured with `jobstore-bench`: 427 µs of
-/// PostgreSQL's CPU per create+clean cycle at 32 clients, 214 µs with these settings).
-/// Planning the statement at each call instead pays its parse and plan per batch (630 µs
-/// per cycle at 8 clients, against 387 µs with these settings).
-const INDEX_LOOKUPS_ONLY: &str = "SET LOCAL enable_hashjoin = off; \
+/// The batch statement's plan: made once per connection (a generic plan), and made of an
+/// index probe per row of the batch. PostgreSQL keeps a prepared statement's generic plan
+/// for the connection's life (until the table's next ANALYZE), and for the plain
+/// `UPDATE ... FROM unnest(...)` join a plan made while the table is young (a new database,
+/// before autovacuum's first ANALYZE) is a hash join over a bitmap scan of every dirty
+/// entry, or a scan of the whole dirty index, which each batch then pays again with the
+/// dead entries that mark-cleans leave there until vacuum (measured with `jobstore-bench`:
+/// 427 µs of PostgreSQL's CPU per create+clean cycle at 32 clients). The statement looks
+/// each row up by its key (`results_batch.sql`); these settings, for its transaction alone,
+/// leave the planner no scan to prefer to that lookup (no sequential or bitmap scan, no hash
+/// or merge join) and keep the plan it made (no re-planning at each call: planning the
+/// statement per call cost 630 µs per cycle at 8 clients).
+pub const INDEX_LOOKUPS_ONLY: &str = "SET LOCAL enable_hashjoin = off; \
      SET LOCAL enable_mergejoin = off; SET LOCAL enable_bitmapscan = off; \
-     SET LOCAL enable_seqscan = off";
+     SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan";
 
 /// The batch in one transaction, one WAL flush: the settings of its plan, its statement.
 async fn postgres_transaction(
