@@ -32,7 +32,7 @@ cargo test --workspace --locked --all-targets -- --test-threads="${TEST_THREADS:
 
 # In the background, while the fuzzer runs on the debug binary: the Docker image's build
 # stage on a copy of exactly what it copies (scripts/docker-check.py: the release profile,
-# fat LTO, minutes, mostly on one core), then the README's Run command (cargo run --release),
+# thin LTO, about 5 minutes on both cores), then the README's Run command (cargo run --release),
 # which finds that release build done (cargo's artifacts do not depend on where the
 # workspace lies, and the copy holds the same tracked files). SKIP_DOCKER_CHECK=1 skips the
 # first; the README's command then builds the release profile itself. Their output is
