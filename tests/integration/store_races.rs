@@ -118,14 +118,13 @@ fn listing(backend: migrate::Backend) -> String {
     .to_owned()
 }
 
-#[tokio::test]
-async fn dirty_listing_uses_the_partial_index_postgres() {
-    let ts = TestStore::new(Backend::Postgres).await;
-    fill(&ts, |state, n| {
+/// [`fill`] on PostgreSQL, then ANALYZE: a connection to the filled database.
+async fn fill_postgres(ts: &TestStore) -> sqlx::PgConnection {
+    fill(ts, |state, n| {
         format!(
             "INSERT INTO job_results (cluster_id, job_id, state, result, created_at, cleaned_at) \
              SELECT 'big', md5('{state}' || i::text), '{state}', \
-                    jsonb_build_object('id', md5('{state}' || i::text)), \
+                    json_build_object('id', md5('{state}' || i::text)), \
                     now(), CASE WHEN '{state}' = 'clean' THEN now() END \
              FROM generate_series(1, {n}) AS i"
         )
@@ -136,6 +135,13 @@ async fn dirty_listing_uses_the_partial_index_postgres() {
         .execute(&mut conn)
         .await
         .unwrap();
+    conn
+}
+
+#[tokio::test]
+async fn dirty_listing_uses_the_partial_index_postgres() {
+    let ts = TestStore::new(Backend::Postgres).await;
+    let mut conn = fill_postgres(&ts).await;
     let sql = listing(migrate::Backend::Postgres);
     // The plan of the statement as the store prepares it, with its parameters, both as a
     // custom plan and as the generic plan PostgreSQL switches to for a prepared statement.
@@ -251,20 +257,6 @@ async fn batch_mark_cleans_probe_the_index_whatever_the_table_postgres() {
         }
     };
     check(&plan().await, "a new, empty table");
-    fill(&ts, |state, n| {
-        format!(
-            "INSERT INTO job_results (cluster_id, job_id, state, result, created_at, cleaned_at) \
-             SELECT 'big', md5('{state}' || i::text), '{state}', \
-                    json_build_object('id', md5('{state}' || i::text)), \
-                    now(), CASE WHEN '{state}' = 'clean' THEN now() END \
-             FROM generate_series(1, {n}) AS i"
-        )
-    })
-    .await;
-    let mut conn = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-    sqlx::query("ANALYZE job_results")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    fill_postgres(&ts).await;
     check(&plan().await, "a table of many entries");
 }

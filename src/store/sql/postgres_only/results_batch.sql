@@ -19,18 +19,14 @@ WITH jc AS (INSERT INTO job_results (cluster_id, job_id, state, result, cleaned_
   SELECT c, i, s, r::json, CASE WHEN s = 'clean' THEN now() END
     FROM unnest(:application_create_clusters::text[], :application_create_ids::text[], :application_create_states::text[], :application_create_results::text[]) AS t(c, i, s, r)
   ON CONFLICT DO NOTHING RETURNING cluster_id, application_id AS id, state, result, created_at, cleaned_at
-), jm AS (
-  UPDATE job_results r SET state = 'clean', cleaned_at = now()
+), jm AS (UPDATE job_results r SET state = 'clean', cleaned_at = now()
     FROM unnest(:job_clean_clusters::text[], :job_clean_ids::text[]) AS t(c, i),
-         LATERAL (SELECT d.ctid FROM job_results d
-                   WHERE d.cluster_id = t.c AND d.job_id = t.i AND d.state = 'dirty' LIMIT 1) AS k
+      LATERAL (SELECT d.ctid FROM job_results d WHERE d.cluster_id = t.c AND d.job_id = t.i AND d.state = 'dirty' LIMIT 1) AS k
    WHERE r.ctid = k.ctid AND r.state <> 'clean'
   RETURNING r.cluster_id, r.job_id AS id, r.state, r.result, r.created_at, r.cleaned_at
-), am AS (
-  UPDATE application_results r SET state = 'clean', cleaned_at = now()
+), am AS (UPDATE application_results r SET state = 'clean', cleaned_at = now()
     FROM unnest(:application_clean_clusters::text[], :application_clean_ids::text[]) AS t(c, i),
-         LATERAL (SELECT d.ctid FROM application_results d
-                   WHERE d.cluster_id = t.c AND d.application_id = t.i AND d.state = 'dirty' LIMIT 1) AS k
+      LATERAL (SELECT d.ctid FROM application_results d WHERE d.cluster_id = t.c AND d.application_id = t.i AND d.state = 'dirty' LIMIT 1) AS k
    WHERE r.ctid = k.ctid AND r.state <> 'clean'
   RETURNING r.cluster_id, r.application_id AS id, r.state, r.result, r.created_at, r.cleaned_at
 )
