@@ -572,17 +572,19 @@ pub const INDEX_LOOKUPS_ONLY: &str = "SET LOCAL enable_hashjoin = off; \
      SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan";
 
 /// The batch in one transaction, one WAL flush: the settings of its plan, its statement.
+/// The link looks at every failure (the statement's own, through [`On`]).
 async fn postgres_transaction(
     conn: &mut sqlx::PgConnection, link: &Link, batch: &[Job],
 ) -> Result<Vec<StoreResult<ResultEntry>>, sqlx::Error> {
-    let work = async {
-        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        sqlx::raw_sql(INDEX_LOOKUPS_ONLY).execute(&mut *tx).await?;
-        let answers = postgres_batch(&mut On::Postgres(&mut tx, link), batch).await?;
-        tx.commit().await?;
-        Ok(answers)
-    };
-    work.await.inspect_err(|e| link.saw(e))
+    let saw = |e: &sqlx::Error| link.saw(e);
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.inspect_err(saw)?;
+    sqlx::raw_sql(INDEX_LOOKUPS_ONLY)
+        .execute(&mut *tx)
+        .await
+        .inspect_err(saw)?;
+    let answers = postgres_batch(&mut On::Postgres(&mut tx, link), batch).await?;
+    tx.commit().await.inspect_err(saw)?;
+    Ok(answers)
 }
 
 /// The whole batch in one statement: the inserts, then the mark-cleans.
