@@ -19,7 +19,7 @@ Scenarios, in this order:
   lease         replication cut on purpose (async mode: NOLOGIN for the replication role, its
                 walsender terminated), holder A acquires the HA lease and writes, the primary is
                 killed, holder B acquires on the new primary: every write of A afterwards is
-                refused with 409 and no checkpoint id handed to A after B's acquisition equals
+                refused with 409 (both holders retry a 503, as the plugin does) and no checkpoint id handed to A after B's acquisition equals
                 one of B's. In sync mode replication is not cut (Patroni would not promote the
                 standby), B acquires once A's lease expired.
   require-sync  jobstore --require-synchronous-replication: /readyz's "database" field and the
