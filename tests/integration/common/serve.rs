@@ -10,7 +10,6 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::http::StatusCode;
 use serde_json::Value;
 
 use super::{Backend, Client, TestDb, send_signal};
@@ -199,12 +198,7 @@ impl Serve {
                 self.base = format!("http://127.0.0.1:{port}");
                 self.http = Client::http(self.base.clone());
             }
-            if self.port != 0
-                && let Ok(r) = Client::http_with_timeout(self.base.clone(), Duration::from_secs(2))
-                    .try_get("/readyz")
-                    .await
-                && r.status == StatusCode::OK
-            {
+            if self.port != 0 && ready_on_a_closed_connection(self.port).await {
                 return;
             }
             self.within(start, limit, "ready");
@@ -307,6 +301,26 @@ impl Serve {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .expect("VmRSS")
     }
+}
+
+/// Whether `/readyz` answers 200, asked with `Connection: close` and read until the server
+/// closes the connection: once this returns, the probe holds none of the server's connection
+/// slots (a pooled keep-alive connection, closed only when its client is dropped, could
+/// still hold one when a test starts taking them all).
+async fn ready_on_a_closed_connection(port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let probe = async {
+        let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        c.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut answer = Vec::new();
+        c.read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer.starts_with(b"HTTP/1.1 200 "))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), probe).await,
+        Ok(Ok(true))
+    )
 }
 
 impl Drop for Serve {
