@@ -316,6 +316,12 @@ class Js:
         return float(self.db.sql(f"SELECT coalesce(extract(epoch FROM max(at)), 0) FROM suite_ha_audit "
                                  f"WHERE tbl = 'ha_leases' AND cluster_id = '{self.cid}'"))
 
+    def lease_expiry(self, epoch):
+        """The latest expiry (time.time() scale) the database recorded for the cluster's lease in an
+        epoch: the audit trigger's record of its acquisition and every renewal that committed."""
+        return float(self.db.sql(f"SELECT coalesce(extract(epoch FROM max(expires_at)), 0) FROM suite_ha_audit "
+                                 f"WHERE tbl = 'ha_leases' AND cluster_id = '{self.cid}' AND epoch = {int(epoch)}"))
+
     def ha(self, path):
         return get_json(f"{self.url}/v1/clusters/{self.cid}/ha/{path}", timeout=10)
 
