@@ -64,6 +64,8 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
     private final Leadership leadership;
     private final Listener listener;
     private final Duration attemptTimeout;
+    /** The configured timeout of one request ({@code jobstore.timeout}): a renewal's longest. */
+    private final Duration requestTimeout;
     private final Thread leaseLoop;
     private final ExecutorService writer;
     private final AutoCloseable subscription;
@@ -98,6 +100,7 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
         this.leadership = leadership;
         this.listener = listener;
         this.attemptTimeout = leaseApi.client().timeout();
+        this.requestTimeout = api.client().timeout();
         leadership.onSuspicion(this::checkLeaseNow);
         this.writer =
                 Executors.newSingleThreadExecutor(
@@ -338,8 +341,13 @@ final class JobstoreLeaderElectionDriver implements LeaderElectionDriver {
             pauseUntil(Math.min(nextRenewalNanos, deadlineNanos), true);
             return;
         }
-        // An attempt ends by the deadline: a hanging replica cannot keep the loop past it.
-        long bound = Math.min(deadlineNanos - now, Math.min(attemptTimeout.toNanos(), leadership.renewInterval.toNanos()));
+        // An attempt ends by the deadline: a hanging replica cannot keep the loop past it. Within
+        // that and the configured timeout, it may take a renew interval or half of the time left,
+        // whichever is longer: a jobstore that answers slower than a short renew interval (a
+        // loaded machine) still renews, and a hanging replica leaves time for another attempt.
+        long toDeadline = deadlineNanos - now;
+        long bound = Math.min(toDeadline, Math.min(requestTimeout.toNanos(),
+                Math.max(leadership.renewInterval.toNanos(), toDeadline / 2)));
         Duration timeout = Duration.ofNanos(Math.max(1_000_000L, bound));
         try {
             if (leaseApi.renew(leadership.holder, lease, leadership.lease, timeout)) {

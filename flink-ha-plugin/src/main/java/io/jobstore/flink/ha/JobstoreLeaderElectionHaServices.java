@@ -61,7 +61,8 @@ public class JobstoreLeaderElectionHaServices extends AbstractHaServices {
         final JobstoreClient client;
         final Leadership leadership;
         final HaApi api;
-        /** The lease routes, on a client whose attempts end within a renew interval. */
+        /** The lease routes, on a client whose attempts end within a renew interval (a renewal may take
+         * longer while the term's deadline is far: the driver gives it its own timeout). */
         final HaApi leaseApi;
         final LeaderInfoWatcher watcher;
 
