@@ -51,7 +51,7 @@ mod sql_store;
 mod sqlite;
 
 pub use error::{StoreError, StoreResult};
-pub use group_commit::{GroupCommitConfig, INDEX_LOOKUPS_ONLY};
+pub use group_commit::{BEGIN_INDEX_LOOKUPS_ONLY, GroupCommitConfig};
 pub use ha::{HaStore, Leader};
 pub use lifecycle::LifecycleStore;
 pub use model::*;

@@ -210,10 +210,11 @@ async fn dirty_listing_uses_the_partial_index_sqlite() {
     );
 }
 
-/// The group commit's batch (`results_batch.sql`, run under `INDEX_LOOKUPS_ONLY`) finds the
-/// rows it marks clean by an index probe per row, with the generic plan PostgreSQL keeps for
-/// the connection, whether that plan was made on a new, empty table (before any ANALYZE) or
-/// on one of 50,000 entries, analyzed: never a scan of every dirty entry.
+/// The group commit's batch (`results_batch.sql`, in a transaction begun as the group commit
+/// begins it, `BEGIN_INDEX_LOOKUPS_ONLY`) finds the rows it marks clean by an index probe per
+/// row, with the generic plan PostgreSQL keeps for the connection, whether that plan was made
+/// on a new, empty table (before any ANALYZE) or on one of 50,000 entries, analyzed: never a
+/// scan of every dirty entry.
 #[tokio::test]
 async fn batch_mark_cleans_probe_the_index_whatever_the_table_postgres() {
     let ts = TestStore::new(Backend::Postgres).await;
@@ -221,9 +222,8 @@ async fn batch_mark_cleans_probe_the_index_whatever_the_table_postgres() {
     let plan = || async {
         // A new session, so a new prepared statement and a new generic plan.
         let mut conn = sqlx::PgConnection::connect(&ts.url).await.unwrap();
-        let mut tx = conn.begin().await.unwrap();
-        sqlx::raw_sql(jobstore::store::INDEX_LOOKUPS_ONLY)
-            .execute(&mut *tx)
+        let mut tx = conn
+            .begin_with(jobstore::store::BEGIN_INDEX_LOOKUPS_ONLY)
             .await
             .unwrap();
         sqlx::query(sqlx::AssertSqlSafe(format!("PREPARE batch AS {sql}")))
