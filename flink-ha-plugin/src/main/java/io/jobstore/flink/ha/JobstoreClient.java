@@ -15,11 +15,17 @@ import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpHeaders;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -264,8 +270,7 @@ final class JobstoreClient {
             lastBase = base;
             boolean replicaFailed;
             try {
-                HttpResponse<byte[]> response =
-                        http.send(request(base, req), HttpResponse.BodyHandlers.ofByteArray());
+                HttpResponse<byte[]> response = exchange(request(base, req), req);
                 int status = response.statusCode();
                 byte[] responseBody = response.body() == null ? new byte[0] : response.body();
                 if (!isRetryableStatus(status)) {
@@ -336,6 +341,41 @@ final class JobstoreClient {
                         problem),
                 cause,
                 mayHaveLanded);
+    }
+
+    /**
+     * One exchange, its answer's body included, within the attempt's timeout. The JDK's own
+     * request timeout ends once the answer's head arrived (JDK 17): an answer whose body stops
+     * after its head would hold the caller for as long as the connection lives, the lease loop
+     * past its term's deadline among them. Past the timeout the exchange is cancelled and the
+     * attempt fails as a timeout (it may have been applied).
+     */
+    private HttpResponse<byte[]> exchange(HttpRequest request, Request req)
+            throws IOException, InterruptedException {
+        Duration limit = req.timeout == null ? timeout : req.timeout;
+        CompletableFuture<HttpResponse<byte[]>> answer =
+                http.sendAsync(request, HttpResponse.BodyHandlers.ofByteArray());
+        try {
+            return answer.get(limit.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (TimeoutException e) {
+            answer.cancel(true);
+            throw new HttpTimeoutException("no whole answer within " + limit);
+        } catch (InterruptedException e) {
+            answer.cancel(true);
+            throw e;
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            while (cause instanceof CompletionException && cause.getCause() != null) {
+                cause = cause.getCause();
+            }
+            if (cause instanceof IOException) {
+                throw (IOException) cause;
+            }
+            if (cause instanceof RuntimeException) {
+                throw (RuntimeException) cause;
+            }
+            throw new IOException(cause);
+        }
     }
 
     /** Logs the replica in use when it is not the one logged last. */

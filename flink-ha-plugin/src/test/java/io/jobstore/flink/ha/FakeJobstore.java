@@ -47,7 +47,12 @@ final class FakeJobstore implements AutoCloseable {
         /** Serve the request, then close the connection without an answer. */
         APPLY_THEN_DROP,
         /** Do not answer until {@link #releaseHung()} or the fake closes (a frozen replica). */
-        HANG
+        HANG,
+        /**
+         * Serve the request, send the answer's head and the first byte of its body, and hold the
+         * rest until {@link #releaseHung()} or the fake closes (a replica frozen mid-answer).
+         */
+        APPLY_THEN_STALL
     }
 
     static final class Request {
@@ -291,6 +296,9 @@ final class FakeJobstore implements AutoCloseable {
             } else if (fault == Fault.APPLY_THEN_DROP) {
                 request.status = -1;
                 ex.close();
+            } else if (fault == Fault.APPLY_THEN_STALL && answer.body != null && answer.body.length > 1) {
+                request.status = answer.status;
+                stall(ex, answer);
             } else {
                 request.status = answer.status;
                 send(ex, answer);
@@ -440,6 +448,19 @@ final class FakeJobstore implements AutoCloseable {
         } else {
             ex.sendResponseHeaders(a.status, -1);
             ex.close();
+        }
+    }
+
+    /** Sends the head and the body's first byte, then the rest once hung requests are released. */
+    private void stall(HttpExchange ex, Answer a) throws IOException {
+        a.headers.forEach((k, v) -> ex.getResponseHeaders().set(k, v));
+        ex.getResponseHeaders().set("Content-Type", "application/json");
+        ex.sendResponseHeaders(a.status, a.body.length);
+        try (OutputStream out = ex.getResponseBody()) {
+            out.write(a.body, 0, 1);
+            out.flush();
+            awaitRelease();
+            out.write(a.body, 1, a.body.length - 1);
         }
     }
 

@@ -444,6 +444,10 @@ final class HaSelfTest {
         t.test("lease driver: renewals that hang (a frozen replica) -> revoked before the lease expires; re-acquired after", () -> {
             revokedInTime(FakeJobstore.Fault.HANG);
         });
+        t.test("lease driver: renewals whose answers stop after their head (a replica frozen mid-answer) -> revoked"
+                + " before the lease expires; re-acquired after", () -> {
+            revokedInTime(FakeJobstore.Fault.APPLY_THEN_STALL);
+        });
         clusterCase("lease driver: renewals that land but whose answers are lost -> revoked by the deadline; the next"
                 + " term gets a new epoch and lease id although jobstore still holds the old lease live for this"
                 + " JobManager (acquiring answers the old lease id: released, acquired again)", cluster -> {
