@@ -133,10 +133,16 @@ def run(env, label):
         # the leader was told of). A renewal can commit between the read above and the kill, and
         # then the leader rightly counts on the later expiry.
         until = jsr.lease_expiry(e)
+        if not (expires <= until and gave[2] < until):
+            # What the leader did meanwhile: its lease loop's and client's lines since the renewal
+            # before the loss (CI keeps only the last lines of each log).
+            for line in [x for x in leader.log_text().splitlines()
+                         if ("lease" in x or "gives up" in x) and (ha.log_time(x) or 0) >= expires - LEASE - 1][:60]:
+                log(f"{label}: {leader.name}: {line[:400]}")
         expect(until >= expires, f"the new primary holds epoch {e}'s lease until {until:.2f}, "
                f"before the loss it was held until {expires:.2f}")
         expect(gave[2] < until, f"gave up at {gave[2]:.2f}, the lease of epoch {e} expired in jobstore at "
-               f"{until:.2f} (on the new primary; {expires:.2f} read before the loss)")
+               f"{until:.2f} (on the new primary; {expires:.2f} read before the loss): {gave[3]}")
         expect(gave[2] - t0 < t_new, f"gave up {gave[2] - t0:.1f} s after the loss, {new.name} primary after {t_new:.1f} s")
         figures["long"] = {"primary_after_loss_s": round(t_new, 1), "gave_up_after_loss_s": round(gave[2] - t0, 1)}
         return (f"{new.name} primary {t_new:.1f} s after the loss; {leader.name} gave up epoch {e} "
