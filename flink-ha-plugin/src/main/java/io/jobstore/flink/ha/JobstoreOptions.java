@@ -53,12 +53,12 @@ public final class JobstoreOptions {
                     "Optional path of a file holding the bearer token (read once at start); used"
                             + " when jobstore.token is not set.");
 
-    /** Connect timeout and whole-request timeout of one HTTP attempt. */
+    /** Connect timeout and whole-exchange timeout of one HTTP attempt (the answer's body included). */
     public static final ConfigOption<Duration> TIMEOUT =
             duration(
                     "jobstore.timeout",
                     Duration.ofSeconds(10),
-                    "Timeout of one HTTP attempt (connect and response).");
+                    "Timeout of one HTTP attempt (connect, and the whole answer, body included).");
 
     /** Additional attempts after a network error or a 5xx/408/429 answer. */
     public static final ConfigOption<Integer> RETRIES =
