@@ -27,6 +27,11 @@ pub struct DatabaseArgs {
     /// writes that arrived while the previous batch was being committed).
     #[arg(long, env = "JOBSTORE_GROUP_COMMIT_WINDOW", default_value = "0ms", value_parser = humantime::parse_duration)]
     pub group_commit_window: Duration,
+    /// How long a batch of result writes waits for the writers of the previous batch, whose
+    /// next writes often follow at once (0: not at all): until as many writes queued as the
+    /// previous batch held plus those that queued meanwhile, or this long.
+    #[arg(long, env = "JOBSTORE_GROUP_COMMIT_GATHER", default_value = "1ms", value_parser = humantime::parse_duration)]
+    pub group_commit_gather: Duration,
     /// Most result writes (creates, mark-cleans) committed in one transaction (1: each alone).
     #[arg(long, env = "JOBSTORE_GROUP_COMMIT_MAX_ROWS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub group_commit_max_rows: u32,
@@ -47,6 +52,7 @@ impl DatabaseArgs {
             migrate,
             group_commit: GroupCommitConfig {
                 window: self.group_commit_window,
+                gather: self.group_commit_gather,
                 max_rows: self.group_commit_max_rows as usize,
                 max_bytes: self.group_commit_max_bytes,
                 queue: self.group_commit_queue as usize,

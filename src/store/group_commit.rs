@@ -1,6 +1,7 @@
 //! Group commit of result-store writes: creates and mark-cleans (job results and
 //! application results, of any clusters) that arrive while a flush is under way, or within
-//! `--group-commit-window` of the first of them, are written in one transaction, so that
+//! `--group-commit-window` of the first of them (and, within `--group-commit-gather`, the
+//! next writes of the previous flush's writers), are written in one transaction, so that
 //! one WAL flush (PostgreSQL's `synchronous_commit=on`, SQLite's `synchronous=FULL`)
 //! covers them all. Each request is answered only once the transaction that holds its row
 //! committed, with the answer it would have got alone:
@@ -51,6 +52,13 @@ pub struct GroupCommitConfig {
     /// How long a flush waits after its first request for more (0: only the requests that
     /// queued while the previous flush ran).
     pub window: Duration,
+    /// How long a flush waits for the writers of the previous one (0: not at all). A writer
+    /// answered by a flush often sends its next write right away (a create's mark-clean, the
+    /// next job's create); without the wait it arrives while the next flush is under way,
+    /// and steady writers split into two halves that take turns, each in every other flush.
+    /// The next flush waits until as many writes queued as the previous flush wrote plus
+    /// those that queued meanwhile, or until this much time passed.
+    pub gather: Duration,
     /// Most rows per transaction (1: every write alone).
     pub max_rows: usize,
     /// Most bytes of results per transaction (a larger single result still goes alone).
@@ -63,6 +71,7 @@ impl Default for GroupCommitConfig {
     fn default() -> Self {
         GroupCommitConfig {
             window: Duration::ZERO,
+            gather: Duration::from_millis(1),
             max_rows: 256,
             max_bytes: 4 << 20,
             queue: 4096,
@@ -199,11 +208,24 @@ async fn run(
 ) {
     let max_rows = config.max_rows.max(1);
     let mut waiting: VecDeque<Job> = VecDeque::new();
+    // How many writes the next flush waits for (`GroupCommitConfig::gather`).
+    let mut expect = 1usize;
     loop {
         if waiting.is_empty() {
             match rx.recv().await {
                 Some(job) => waiting.push_back(job),
                 None => return,
+            }
+        }
+        drain(&mut rx, &mut waiting, max_rows);
+        let expect_now = expect.min(max_rows);
+        if waiting.len() < expect_now && !config.gather.is_zero() {
+            let until = tokio::time::Instant::now() + config.gather;
+            while waiting.len() < expect_now {
+                match tokio::time::timeout_at(until, rx.recv()).await {
+                    Ok(Some(job)) => waiting.push_back(job),
+                    _ => break,
+                }
             }
         }
         if !config.window.is_zero() {
@@ -215,12 +237,7 @@ async fn run(
                 }
             }
         }
-        while waiting.len() < max_rows {
-            match rx.try_recv() {
-                Ok(job) => waiting.push_back(job),
-                Err(_) => break,
-            }
-        }
+        drain(&mut rx, &mut waiting, max_rows);
         let batch = take_batch(&mut waiting, max_rows, config.max_bytes);
         if batch.is_empty() {
             continue;
@@ -231,8 +248,22 @@ async fn run(
             Ok(answers) => answers,
             Err(e) => every(batch.len(), &e),
         };
+        let written = batch.len();
         for (job, answer) in batch.into_iter().zip(answers) {
             let _ = job.reply.send(answer);
+        }
+        // The next flush waits for this one's writers and for those that queued meanwhile.
+        drain(&mut rx, &mut waiting, max_rows);
+        expect = written + waiting.len();
+    }
+}
+
+/// Moves the requests already queued to `waiting`, up to `max_rows` of them there.
+fn drain(rx: &mut mpsc::Receiver<Job>, waiting: &mut VecDeque<Job>, max_rows: usize) {
+    while waiting.len() < max_rows {
+        match rx.try_recv() {
+            Ok(job) => waiting.push_back(job),
+            Err(_) => break,
         }
     }
 }

@@ -416,6 +416,61 @@ per_backend!(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     a_refused_row_costs_only_itself => a_refused_row_costs_only_itself_postgres,
     a_refused_row_costs_only_itself_sqlite);
 
+/// Steady writers, each sending its next write as soon as its last one is answered: each
+/// batch waits (`--group-commit-gather`) for the writers of the previous one, so that 8 such
+/// writers share every transaction. Without the wait they split into two halves that take
+/// turns, each half in every other transaction (about 4 rows per transaction).
+async fn steady_writers_share_every_transaction(backend: Backend, gather: &str) -> f64 {
+    let db = TestDb::new(backend).await;
+    let serve = Serve::start(&db.url, &["--group-commit-gather", gather]).await;
+    let http = serve.http.clone();
+    let before = batches(&http).await;
+    const WRITERS: u64 = 8;
+    const CYCLES: u64 = 15;
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            let http = http.clone();
+            tokio::spawn(async move {
+                let base = Kind::Job.base("gc-steady");
+                for _ in 0..CYCLES {
+                    let id = random_hex();
+                    http.post_json(&base, &Kind::Job.body(&id))
+                        .await
+                        .expect(StatusCode::CREATED);
+                    http.post_empty(&format!("{base}/{id}/clean"))
+                        .await
+                        .expect(StatusCode::OK);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let after = batches(&http).await;
+    let (txs, rows) = (after.0 - before.0, after.1 - before.1);
+    assert_eq!(rows, WRITERS * CYCLES * 2, "every write in a transaction");
+    let per = rows as f64 / txs as f64;
+    eprintln!(
+        "GROUP_COMMIT {backend:?} gather {gather}: {rows} writes in {txs} transactions, {per:.2} each"
+    );
+    per
+}
+
+async fn steady_writers_wait_for_each_other(backend: Backend) {
+    let _heavy = HEAVY.lock().await;
+    // A long wait, so that a slow machine's writers come back within it.
+    let per = steady_writers_share_every_transaction(backend, "500ms").await;
+    assert!(
+        per >= 6.0,
+        "{per:.2} writes per transaction: the 8 writers did not share transactions"
+    );
+}
+
+per_backend!(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    steady_writers_wait_for_each_other => steady_writers_wait_for_each_other_postgres,
+    steady_writers_wait_for_each_other_sqlite);
+
 /// 32 writers creating and mark-cleaning through one `serve` (every write of theirs in
 /// shared transactions), killed with SIGKILL three times and restarted: every acknowledged
 /// write is stored as sent, in its last acknowledged state, once (the ledger of
