@@ -385,6 +385,14 @@ impl<P: Params> Statement<P> {
         }
     }
 
+    /// SQLite's text and `params`' arguments in the order of its parameters (`$1` first),
+    /// for the group commit's runner on SQLite's own handle.
+    pub(in crate::store) fn sqlite_args<'p>(
+        &self, params: &'p P,
+    ) -> Result<(&'static str, Vec<Arg<'p>>), sqlx::Error> {
+        Ok((self.sqlite()?, ordered(self.params, params)))
+    }
+
     /// SQLite's text; an error for a statement only PostgreSQL runs.
     fn sqlite(&self) -> Result<&'static str, sqlx::Error> {
         self.sqlite.ok_or_else(|| {

@@ -15,9 +15,10 @@
 //!   serialization failure (40P01, 40001) failed as a whole, nothing of it committed:
 //!   every member then runs alone, through the single-row statements, and gets exactly the
 //!   answer it gets without group commit.
-//! - SQLite: one transaction on the one writer, the single-row statements in it. A
-//!   constraint failure (a duplicate key: 409; a CHECK) aborts that statement alone and
-//!   the transaction goes on (SQLite's default `ABORT` resolution).
+//! - SQLite: one transaction on the one writer, the single-row statements in it, run on
+//!   the writer's handle itself (`sqlite_handle`). A constraint failure (a duplicate key:
+//!   409; a CHECK) aborts that statement alone and the transaction goes on (SQLite's
+//!   default `ABORT` resolution).
 //! - A failure of the batch itself (the connection lost, the database down, the commit's
 //!   outcome unknown, `--db-timeout` passed) answers every member whose row was to commit
 //!   with that failure, as it would have answered it alone: never an acknowledgement of a
@@ -38,13 +39,15 @@ use prometheus::{Histogram, HistogramOpts, IntCounter};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::db::{Db, Deadline, On, Side, Tx, params, pg_statement, statement};
+use super::db::{Db, Deadline, On, Side, params, pg_statement, statement};
 use super::model::{ResultEntry, ResultState};
 use super::postgres::Link;
 use super::sql_store::{NewResult, ResultKey, ResultRow, entry, pick};
 use super::{StoreError, StoreResult};
 use crate::ids::ClusterId;
 use crate::result_file::{ResultId, ResultKind};
+
+mod sqlite_handle;
 
 /// How result writes are grouped (`serve`'s `--group-commit-*` flags).
 #[derive(Debug, Clone, Copy)]
@@ -467,31 +470,29 @@ fn on_backend(on: &On<'_>) -> Backend {
     }
 }
 
-/// SQLite: the batch in one transaction on the writer, its rows one statement each.
+/// SQLite: the batch in one transaction on the writer, its rows one statement each, run on
+/// the writer's handle itself (`sqlite_handle`).
 async fn sqlite_batch(
     db: &Db, batch: &[Job], metrics: &GroupMetrics,
 ) -> Vec<StoreResult<ResultEntry>> {
-    let mut tx: Tx = match db.begin().await {
-        Ok(tx) => tx,
+    let Db::Sqlite { write, .. } = db else {
+        unreachable!("sqlite_batch runs on SQLite");
+    };
+    let mut conn = match write.acquire().await {
+        Ok(conn) => conn,
         Err(e) => return every(batch.len(), &StoreError::from(e)),
     };
-    let mut answers: Vec<Option<StoreResult<ResultEntry>>> = Vec::with_capacity(batch.len());
-    let mut failed: Option<StoreError> = None;
-    for job in batch {
-        match row(&mut tx.on(), job).await {
-            Ok(entry) => answers.push(Some(Ok(entry))),
-            Err(RowFailure::Row(e)) => answers.push(Some(Err(e))),
-            Err(RowFailure::Batch(e)) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
-    let failed = match failed {
-        Some(e) => Some(e),
-        None => tx.commit().await.err().map(StoreError::from),
+    let outcome = match conn.lock_handle().await {
+        Ok(mut handle) => blocking(|| sqlite_handle::transaction(&mut handle, batch)),
+        Err(e) => return every(batch.len(), &StoreError::from(e)),
     };
-    match failed {
+    if outcome.poisoned {
+        // Still inside a transaction it could not end: not given to anyone again.
+        conn.close_on_drop();
+    }
+    let mut answers: Vec<Option<StoreResult<ResultEntry>>> =
+        outcome.answers.into_iter().map(Some).collect();
+    match outcome.failed {
         None => {
             metrics.rows.observe(batch.len() as f64);
             answers.into_iter().map(|a| a.expect("answered")).collect()
@@ -508,6 +509,16 @@ async fn sqlite_batch(
                 })
                 .collect()
         }
+    }
+}
+
+/// Runs `f`, which blocks, on a runtime thread that may block (tokio's `block_in_place`; a
+/// runtime of one thread, as in tests, blocks its thread).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
