@@ -295,7 +295,9 @@ impl Prepared {
             .text(0)
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| decode("cluster_id"))?;
-        let stored_id = self.text(1).and_then(|s| ResultId::parse(id.kind(), s).ok());
+        let stored_id = self
+            .text(1)
+            .and_then(|s| ResultId::parse(id.kind(), s).ok());
         if stored_id != Some(id) {
             return Err(decode("id"));
         }
