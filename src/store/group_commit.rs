@@ -39,7 +39,7 @@ use prometheus::{Histogram, HistogramOpts, IntCounter};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::db::{Db, Deadline, On, Side, params, pg_statement, statement};
+use super::db::{Db, Deadline, On, Side, Statement, params, pg_statement, statement};
 use super::model::{ResultEntry, ResultState};
 use super::postgres::Link;
 use super::sql_store::{NewResult, ResultKey, ResultRow, entry, pick};
@@ -408,54 +408,88 @@ async fn row(on: &mut On<'_>, job: &Job) -> Result<ResultEntry, RowFailure> {
             RowFailure::Batch(StoreError::from(e))
         }
     };
-    let kind = job.id.kind();
-    let key = ResultKey {
-        cluster: &job.cluster,
-        id: job.id,
-    };
-    match &job.op {
-        Op::Create { state, result } => {
-            let insert = pick(
-                kind,
-                statement!(JOB_RESULTS_INSERT),
-                statement!(APPLICATION_RESULTS_INSERT),
-            );
-            let new = NewResult {
-                cluster: &job.cluster,
-                id: job.id,
-                result,
-                state: *state,
-            };
+    match job.steps() {
+        Steps::Create { insert, new } => {
             let row: Option<ResultRow> = on.optional(insert, &new).await.map_err(fail)?;
-            entry(row)
-                .map_err(RowFailure::Batch)?
-                .ok_or(RowFailure::Batch(StoreError::Database(
-                    sqlx::Error::RowNotFound,
-                )))
+            created(entry(row).map_err(RowFailure::Batch)?)
         }
-        Op::Clean => {
-            let clean = pick(
-                kind,
-                statement!(JOB_RESULTS_MARK_CLEAN),
-                statement!(APPLICATION_RESULTS_MARK_CLEAN),
-            );
+        Steps::Clean { clean, get, key } => {
             let cleaned: Option<ResultRow> = on.optional(clean, &key).await.map_err(fail)?;
             if let Some(cleaned) = entry(cleaned).map_err(RowFailure::Batch)? {
                 return Ok(cleaned);
             }
-            // Not dirty: already clean (answered as it is, same cleaned-at) or absent. A
-            // new statement on the writer sees every committed clean, also a concurrent one.
-            let get = pick(
-                kind,
-                statement!(JOB_RESULTS_GET),
-                statement!(APPLICATION_RESULTS_GET),
-            );
             let found: Option<ResultRow> = on.optional(get, &key).await.map_err(fail)?;
-            entry(found)
-                .map_err(RowFailure::Batch)?
-                .ok_or(RowFailure::Row(StoreError::NotFound))
+            absent_or_clean(entry(found).map_err(RowFailure::Batch)?)
         }
     }
+}
+
+/// The single-row statements of a write, whichever runs them (`row`, and
+/// `sqlite_handle::row` on SQLite's own handle).
+enum Steps<'a> {
+    /// A create's insert (a present id: a unique violation).
+    Create {
+        insert: Statement<NewResult<'a>>,
+        new: NewResult<'a>,
+    },
+    /// A mark-clean's update of the dirty row; when it changed nothing, the read that answers
+    /// it (already clean: as it is, same cleaned-at; absent). A new statement on the writer
+    /// sees every committed clean, also a concurrent one.
+    Clean {
+        clean: Statement<ResultKey<'a>>,
+        get: Statement<ResultKey<'a>>,
+        key: ResultKey<'a>,
+    },
+}
+
+impl Job {
+    fn steps(&self) -> Steps<'_> {
+        let kind = self.id.kind();
+        match &self.op {
+            Op::Create { state, result } => Steps::Create {
+                insert: pick(
+                    kind,
+                    statement!(JOB_RESULTS_INSERT),
+                    statement!(APPLICATION_RESULTS_INSERT),
+                ),
+                new: NewResult {
+                    cluster: &self.cluster,
+                    id: self.id,
+                    result,
+                    state: *state,
+                },
+            },
+            Op::Clean => Steps::Clean {
+                clean: pick(
+                    kind,
+                    statement!(JOB_RESULTS_MARK_CLEAN),
+                    statement!(APPLICATION_RESULTS_MARK_CLEAN),
+                ),
+                get: pick(
+                    kind,
+                    statement!(JOB_RESULTS_GET),
+                    statement!(APPLICATION_RESULTS_GET),
+                ),
+                key: ResultKey {
+                    cluster: &self.cluster,
+                    id: self.id,
+                },
+            },
+        }
+    }
+}
+
+/// A create's answer: the row its insert returned (an insert that returns none failed).
+fn created(row: Option<ResultEntry>) -> Result<ResultEntry, RowFailure> {
+    row.ok_or(RowFailure::Batch(StoreError::Database(
+        sqlx::Error::RowNotFound,
+    )))
+}
+
+/// A mark-clean's answer after its update changed nothing: the entry read (already clean),
+/// or absent (404).
+fn absent_or_clean(row: Option<ResultEntry>) -> Result<ResultEntry, RowFailure> {
+    row.ok_or(RowFailure::Row(StoreError::NotFound))
 }
 
 enum Backend {

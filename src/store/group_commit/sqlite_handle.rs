@@ -17,11 +17,10 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use libsqlite3_sys as ffi;
 use sqlx::sqlite::LockedSqliteHandle;
 
-use super::{Job, Op, RowFailure, sqlite_row_failure};
+use super::{Job, RowFailure, Steps, absent_or_clean, created, sqlite_row_failure};
 use crate::result_file::ResultId;
-use crate::store::db::{Arg, Params, Statement, statement};
+use crate::store::db::{Arg, Params, Statement};
 use crate::store::model::{ResultEntry, ResultState};
-use crate::store::sql_store::{NewResult, ResultKey, pick};
 use crate::store::{StoreError, StoreResult};
 
 /// What a transaction on the handle came to.
@@ -73,7 +72,7 @@ pub(super) fn transaction(h: &mut LockedSqliteHandle<'_>, batch: &[Job]) -> Outc
     }
 }
 
-/// One write, as `super::row` does it through sqlx.
+/// One write, as `super::row` runs it through sqlx.
 fn row(
     h: &mut LockedSqliteHandle<'_>, statements: &mut Statements, job: &Job,
 ) -> Result<ResultEntry, RowFailure> {
@@ -84,53 +83,24 @@ fn row(
             RowFailure::Batch(StoreError::from(e))
         }
     };
-    let kind = job.id.kind();
-    let key = ResultKey {
-        cluster: &job.cluster,
-        id: job.id,
-    };
-    match &job.op {
-        Op::Create { state, result } => {
-            let insert = pick(
-                kind,
-                statement!(JOB_RESULTS_INSERT),
-                statement!(APPLICATION_RESULTS_INSERT),
-            );
-            let new = NewResult {
-                cluster: &job.cluster,
-                id: job.id,
-                result,
-                state: *state,
-            };
+    match job.steps() {
+        Steps::Create { insert, new } => created(
             statements
                 .run(h, Slot::Insert, insert, &new, job.id)
-                .map_err(fail)?
-                .ok_or(RowFailure::Batch(StoreError::Database(
-                    sqlx::Error::RowNotFound,
-                )))
-        }
-        Op::Clean => {
-            let clean = pick(
-                kind,
-                statement!(JOB_RESULTS_MARK_CLEAN),
-                statement!(APPLICATION_RESULTS_MARK_CLEAN),
-            );
-            if let Some(cleaned) = statements
+                .map_err(fail)?,
+        ),
+        Steps::Clean { clean, get, key } => {
+            let cleaned = statements
                 .run(h, Slot::Clean, clean, &key, job.id)
-                .map_err(fail)?
-            {
+                .map_err(fail)?;
+            if let Some(cleaned) = cleaned {
                 return Ok(cleaned);
             }
-            // Not dirty: already clean (answered as it is) or absent.
-            let get = pick(
-                kind,
-                statement!(JOB_RESULTS_GET),
-                statement!(APPLICATION_RESULTS_GET),
-            );
-            statements
-                .run(h, Slot::Get, get, &key, job.id)
-                .map_err(fail)?
-                .ok_or(RowFailure::Row(StoreError::NotFound))
+            absent_or_clean(
+                statements
+                    .run(h, Slot::Get, get, &key, job.id)
+                    .map_err(fail)?,
+            )
         }
     }
 }
@@ -176,6 +146,8 @@ impl Statements {
 /// A prepared statement, finalized when dropped.
 struct Prepared {
     raw: *mut ffi::sqlite3_stmt,
+    /// SQLite's index of `$1`, `$2`, ... (the build's spelling of the parameters), in order.
+    indices: Vec<c_int>,
 }
 
 impl Drop for Prepared {
@@ -213,24 +185,38 @@ impl Prepared {
             }
             return Err(last_error(h));
         }
-        Ok(Prepared { raw })
+        let mut prepared = Prepared {
+            raw,
+            indices: Vec::new(),
+        };
+        // SAFETY: `raw` is a live statement.
+        let count = unsafe { ffi::sqlite3_bind_parameter_count(raw) };
+        for n in 1..=count {
+            let name = format!("${n}\0");
+            // SAFETY: `raw` is a live statement; `name` is NUL-terminated.
+            let index = unsafe { ffi::sqlite3_bind_parameter_index(raw, name.as_ptr().cast()) };
+            if index == 0 {
+                return Err(sqlx::Error::Protocol(format!(
+                    "the statement has no parameter ${n}"
+                )));
+            }
+            prepared.indices.push(index);
+        }
+        Ok(prepared)
     }
 
-    /// Binds the arguments to `$1`, `$2`, ... (the build's spelling of the parameters).
+    /// Binds the arguments to `$1`, `$2`, ... in order.
     fn bind(
         &mut self, h: &mut LockedSqliteHandle<'_>, args: &[Arg<'_>],
     ) -> Result<(), sqlx::Error> {
-        for (i, arg) in args.iter().enumerate() {
-            let name = format!("${}\0", i + 1);
-            // SAFETY: `raw` is a live statement; `name` is NUL-terminated.
-            let index =
-                unsafe { ffi::sqlite3_bind_parameter_index(self.raw, name.as_ptr().cast()) };
-            if index == 0 {
-                return Err(sqlx::Error::Protocol(format!(
-                    "the statement has no parameter {}",
-                    name.trim_end_matches('\0')
-                )));
-            }
+        if args.len() != self.indices.len() {
+            return Err(sqlx::Error::Protocol(format!(
+                "{} arguments for {} parameters",
+                args.len(),
+                self.indices.len()
+            )));
+        }
+        for (&index, arg) in self.indices.iter().zip(args) {
             let text = |s: &[u8]| -> Result<c_int, sqlx::Error> {
                 let len = c_int::try_from(s.len())
                     .map_err(|_| sqlx::Error::Protocol("a parameter over 2 GiB".into()))?;
