@@ -2,7 +2,8 @@
 //! mark-cleans share transactions, and each request still gets the answer it gets alone (a
 //! conflict, an absent entry, a refused row answer that request, never its neighbours); a
 //! SIGKILL while batches are being flushed loses no acknowledged write and acknowledges no
-//! lost one.
+//! lost one. And `scripts/bench/batch-floor.sh`, the batch statement's ceiling, writes as a
+//! flush does.
 
 use crate::common;
 
@@ -530,3 +531,55 @@ async fn sigkill_during_flushes(backend: Backend) {
 
 per_backend!(#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     sigkill_during_flushes => sigkill_during_flushes_postgres, sigkill_during_flushes_sqlite);
+
+/// `scripts/bench/batch-floor.sh`, PostgreSQL's own ceiling for the flushes (BENCHMARKS.md),
+/// runs the batch statement as a flush does: each transaction's mark-cleans find the dirty
+/// entries its connection's previous transaction created (only the last transaction's
+/// creates are left dirty), the figures are counted, and its database is dropped.
+#[test]
+fn the_batch_ceiling_script_cleans_what_it_created() {
+    use sqlx::postgres::PgConnectOptions;
+    use std::process::Command;
+    use std::str::FromStr;
+
+    let options = PgConnectOptions::from_str(&common::db::admin_url()).expect("a URL");
+    let out = Command::new("bash")
+        .arg("scripts/bench/batch-floor.sh")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PGHOST", options.get_host())
+        .env("PGPORT", options.get_port().to_string())
+        .env("PGUSER", options.get_username())
+        .env("SHAPES", "1x3 2x2")
+        .env("DURATION", "1")
+        .output()
+        .expect("bash runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| 1x") || l.starts_with("| 2x"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (row, (writers, dirty)) in rows.iter().zip([(6, 3), (8, 4)]) {
+        assert_eq!(row[3], writers.to_string(), "{stdout}");
+        let cycles: f64 = row[5].parse().expect("cycles/s");
+        assert!(cycles > 0.0, "{stdout}");
+        assert_eq!(
+            row[6],
+            dirty.to_string(),
+            "only the last creates stay dirty: {stdout}"
+        );
+    }
+    let db = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("database: "))
+        .expect("the script names its database");
+    assert!(
+        stderr.contains(&format!("dropped database {db}")),
+        "{stderr}"
+    );
+}
