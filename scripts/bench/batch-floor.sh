@@ -19,31 +19,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-export PGHOST="${PGHOST:-127.0.0.1}" PGPORT="${PGPORT:-5432}" PGUSER="${PGUSER:-postgres}"
 SHAPES="${SHAPES:-1x4 2x2 1x16 2x8}"
 DURATION="${DURATION:-8}"
 DATA="${DATA:-tests/data/flink-2.3.0/job-result-store}"
 [ -d "$DATA" ] || DATA=../shared/flink-reference/job-result-store
-PGBENCH="$(command -v pgbench || ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | tail -n1 || true)"
-if [ -z "$PGBENCH" ]; then
-  echo "pgbench is missing: apt-get install -y postgresql-client (Debian ships it there)" >&2
-  exit 1
-fi
 
-db="jobstore_floor_$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
-work="$(mktemp -d)"
-cleanup() {
-  dropdb --if-exists --force "$db" 2>/dev/null && echo "dropped database $db" >&2
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-createdb "$db"
-echo "database: $db" >&2
-for f in $(ls migrations/postgres/V*__*.sql | sort -V); do
-  psql -q -v ON_ERROR_STOP=1 -d "$db" -f "$f" >/dev/null
-done
+source scripts/bench/database.sh
+fresh_database jobstore_floor
 
 # One pgbench script per N: the batch statement with its arrays spelled out; ids from the
 # connection's id and its counter n (this transaction's creates: n, its mark-cleans: n - 1).

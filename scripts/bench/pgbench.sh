@@ -15,7 +15,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-export PGHOST="${PGHOST:-127.0.0.1}" PGPORT="${PGPORT:-5432}" PGUSER="${PGUSER:-postgres}"
 CLIENTS="${CLIENTS:-1 8 32}"
 DURATION="${DURATION:-5}"
 NOPS="${NOPS:-1000}"
@@ -23,25 +22,8 @@ LARGE_PERCENT="${LARGE_PERCENT:-5}"
 DATA="${DATA:-tests/data/flink-2.3.0/job-result-store}"
 [ -d "$DATA" ] || DATA=../shared/flink-reference/job-result-store
 
-if ! command -v pgbench >/dev/null; then
-  echo "pgbench is missing: apt-get install -y postgresql-client (Debian ships it there)" >&2
-  exit 1
-fi
-
-db="jobstore_pgbench_$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
-work="$(mktemp -d)"
-cleanup() {
-  dropdb --if-exists --force "$db" 2>/dev/null && echo "dropped database $db" >&2
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-createdb "$db"
-echo "database: $db" >&2
-for f in $(ls migrations/postgres/V*__*.sql | sort -V); do
-  psql -q -v ON_ERROR_STOP=1 -d "$db" -f "$f" >/dev/null
-done
+source scripts/bench/database.sh
+fresh_database jobstore_pgbench
 psql -q -v ON_ERROR_STOP=1 -v nops="$NOPS" -d "$db" -f scripts/bench/setup.sql >/dev/null
 
 # The `result` objects of Flink's files: the smallest one and the largest one.
@@ -82,7 +64,7 @@ run() { # name clients args...
   local name="$1" c="$2"; shift 2
   local j=$(( c < 2 ? c : 2 ))
   local out="$work/out-$name-$c.txt"
-  pgbench -n -M prepared -c "$c" -j "$j" -T "$DURATION" -l --log-prefix="$work/$name-$c" \
+  "$PGBENCH" -n -M prepared -c "$c" -j "$j" -T "$DURATION" -l --log-prefix="$work/$name-$c" \
     "$@" "$db" >"$out" 2>&1 || { cat "$out" >&2; return 1; }
   local tps failed
   tps="$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")"
@@ -92,7 +74,7 @@ run() { # name clients args...
 }
 
 echo
-echo "$(pgbench --version), $(psql -d "$db" -Atc "select split_part(version(), ',', 1) || ', synchronous_commit=' || current_setting('synchronous_commit')"), ${DURATION}s per cell, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$("$PGBENCH" --version), $(psql -d "$db" -Atc "select split_part(version(), ',', 1) || ', synchronous_commit=' || current_setting('synchronous_commit')"), ${DURATION}s per cell, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| workload | C | transactions/s | latency p50 / p99 / p99.9 ms | failed |"
 echo "|---|---:|---:|---|---:|"
