@@ -21,8 +21,6 @@ cd "$(dirname "$0")/../.."
 
 SHAPES="${SHAPES:-1x4 2x2 1x16 2x8}"
 DURATION="${DURATION:-8}"
-DATA="${DATA:-tests/data/flink-2.3.0/job-result-store}"
-[ -d "$DATA" ] || DATA=../shared/flink-reference/job-result-store
 
 source scripts/bench/database.sh
 fresh_database jobstore_floor

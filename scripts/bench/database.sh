@@ -1,10 +1,13 @@
 # Sourced by the pgbench scripts of this folder (pgbench.sh, batch-floor.sh), from the
 # checkout's root: PostgreSQL's connection defaults (PGHOST/PGPORT/PGUSER: 127.0.0.1, 5432,
-# postgres), Debian's pgbench as $PGBENCH, and `fresh_database PREFIX`, which creates a
+# postgres), Flink's result files ($DATA: the copy in tests/data, or ../shared's), Debian's
+# pgbench as $PGBENCH, and `fresh_database PREFIX`, which creates a
 # database PREFIX_<random> ($db) with migrations/postgres applied and a scratch folder
 # ($work), both removed when the script exits (also on an error or Ctrl-C).
 
 export PGHOST="${PGHOST:-127.0.0.1}" PGPORT="${PGPORT:-5432}" PGUSER="${PGUSER:-postgres}"
+DATA="${DATA:-tests/data/flink-2.3.0/job-result-store}"
+[ -d "$DATA" ] || DATA=../shared/flink-reference/job-result-store
 PGBENCH="$(command -v pgbench || ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | tail -n1 || true)"
 if [ -z "$PGBENCH" ]; then
   echo "pgbench is missing: apt-get install -y postgresql-client (Debian ships it there)" >&2

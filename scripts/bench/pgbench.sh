@@ -19,8 +19,6 @@ CLIENTS="${CLIENTS:-1 8 32}"
 DURATION="${DURATION:-5}"
 NOPS="${NOPS:-1000}"
 LARGE_PERCENT="${LARGE_PERCENT:-5}"
-DATA="${DATA:-tests/data/flink-2.3.0/job-result-store}"
-[ -d "$DATA" ] || DATA=../shared/flink-reference/job-result-store
 
 source scripts/bench/database.sh
 fresh_database jobstore_pgbench
