@@ -94,10 +94,12 @@ fn assert_served_between(served: Duration, early: Duration, late: Duration) {
 
 /// [`SLOTS`] connections that never send a request (with `h2`, after the HTTP/2 preface and
 /// SETTINGS) take every slot of `--max-connections 12`, and are closed after
-/// `--header-read-timeout 2s`: a new client is served 1.5 to 6 s after they connected.
+/// `--header-read-timeout 4s`: a new client is served 3.5 to 9 s after they connected. (4 s,
+/// not less: a connection past the limit is refused only while the first silent one is
+/// open, and a busy machine can take a while between the connects and that check.)
 async fn silent_connections_give_their_slots_back(h2: bool) {
     let (s, _db) =
-        Serve::on_sqlite(&["--max-connections", "12", "--header-read-timeout", "2s"]).await;
+        Serve::on_sqlite(&["--max-connections", "12", "--header-read-timeout", "4s"]).await;
     let since = Instant::now();
     let (mut silent, mut idle) = (Vec::new(), Vec::new());
     for _ in 0..SLOTS {
@@ -133,14 +135,14 @@ async fn silent_connections_give_their_slots_back(h2: bool) {
         ),
     };
     eprintln!(
-        "RELIABILITY {test}: --max-connections 12 --header-read-timeout 2s, 12 {what}: a new \
+        "RELIABILITY {test}: --max-connections 12 --header-read-timeout 4s, 12 {what}: a new \
          client served {:.2}s after they connected",
         served.as_secs_f64()
     );
     assert_served_between(
         served,
-        Duration::from_millis(1500),
-        Duration::from_secs(2 + 4),
+        Duration::from_millis(3500),
+        Duration::from_secs(4 + 5),
     );
 }
 
