@@ -81,7 +81,9 @@ fi
 bg_finish browser "the console's browser for tests/integration/console.rs (scripts/console/install.sh: Debian's chromium and chromium-driver, when missing)"
 
 step "cargo test (PostgreSQL and SQLite)"
-cargo test --workspace --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
+# Without backtraces: a failed test's message and its file:line stay in the last lines of the
+# output, which is what a CI summary shows (a backtrace pushed them out of it).
+RUST_BACKTRACE=0 cargo test --workspace --locked --all-targets -- --test-threads="${TEST_THREADS:-4}"
 
 # The PostgreSQL failover suite waits on Patroni's timers most of the time: it runs beside the
 # fuzzer. A failure of it is reported at the end: the real-Flink suites run anyway.
