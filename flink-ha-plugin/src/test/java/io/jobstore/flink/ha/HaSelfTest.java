@@ -92,8 +92,13 @@ final class HaSelfTest {
     }
 
     JobstoreClient client(String replicas, String cluster, int retries) {
+        return client(replicas, cluster, retries, Duration.ofSeconds(2));
+    }
+
+    /** A client whose attempts each have {@code timeout} for their whole answer. */
+    JobstoreClient client(String replicas, String cluster, int retries, Duration timeout) {
         return new JobstoreClient(
-                replicas, cluster, token, Duration.ofSeconds(2), retries, Duration.ofMillis(20), Duration.ofMillis(100), 1000);
+                replicas, cluster, token, timeout, retries, Duration.ofMillis(20), Duration.ofMillis(100), 1000);
     }
 
     static void waitFor(String what, long millis, BooleanSupplier condition) throws InterruptedException {
@@ -1006,7 +1011,10 @@ final class HaSelfTest {
                         Arrays.fill(big, (byte) i);
                         s.api.addHandle(s.held, HaApi.CHECKPOINT, s.job, name, big);
                     }
-                    List<HaApi.Handle> all = s.api.listHandles(HaApi.CHECKPOINT, s.job);
+                    // A page is 4 MiB of base64: a slow disk or a busy machine can take longer than
+                    // the 2 s the other checks give an answer, so the listing has 20 s.
+                    HaApi patient = new HaApi(client(urls, s.cluster, 2, Duration.ofSeconds(20)), () -> {});
+                    List<HaApi.Handle> all = patient.listHandles(HaApi.CHECKPOINT, s.job);
                     PluginSelfTest.checkEq(names, all.stream().map(h -> h.name).collect(Collectors.toList()), "names");
                     PluginSelfTest.check(all.stream().allMatch(h -> h.bytes.length == 60_000), "every handle whole");
                     PluginSelfTest.checkEq(79, (int) all.get(79).bytes[0], "the last handle's bytes");
