@@ -120,7 +120,18 @@ pub(crate) struct GroupMetrics {
     rows: Histogram,
     /// Batches that failed for one row's sake (or a deadlock) and were written row by row.
     alone: IntCounter,
+    /// Per flush, the time from its first request on hand to the batch's start (the
+    /// `--group-commit-gather` and `--group-commit-window` waits).
+    gather: Histogram,
+    /// Per flush, the time of its batch's writing: the connection, the statements, the
+    /// commit (and, after one row's failure, the rows written alone).
+    write: Histogram,
 }
+
+/// Buckets of a flush's phases, 100 µs to 5 s.
+const FLUSH_SECONDS: [f64; 15] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
 
 impl GroupMetrics {
     fn new() -> Self {
@@ -141,12 +152,32 @@ impl GroupMetrics {
                 "Batches of result writes that one row's failure (or a deadlock) made write row by row",
             )
             .expect("valid metric"),
+            gather: flush_histogram(
+                "jobstore_group_commit_gather_seconds",
+                "Per flush of result writes, the time from its first request on hand to its \
+                 batch's start (the gather and window waits)",
+            ),
+            write: flush_histogram(
+                "jobstore_group_commit_write_seconds",
+                "Per flush of result writes, the time of its batch's transaction: the \
+                 connection, the statements and the commit",
+            ),
         }
     }
 
     pub(crate) fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
-        vec![Box::new(self.rows.clone()), Box::new(self.alone.clone())]
+        vec![
+            Box::new(self.rows.clone()),
+            Box::new(self.alone.clone()),
+            Box::new(self.gather.clone()),
+            Box::new(self.write.clone()),
+        ]
     }
+}
+
+fn flush_histogram(name: &str, help: &str) -> Histogram {
+    Histogram::with_opts(HistogramOpts::new(name, help).buckets(FLUSH_SECONDS.to_vec()))
+        .expect("valid metric")
 }
 
 /// The queue in front of the flusher task.
@@ -220,6 +251,7 @@ async fn run(
                 None => return,
             }
         }
+        let on_hand = tokio::time::Instant::now();
         drain(&mut rx, &mut waiting, max_rows);
         let expect_now = expect.min(max_rows);
         if waiting.len() < expect_now && !config.gather.is_zero() {
@@ -245,12 +277,15 @@ async fn run(
         if batch.is_empty() {
             continue;
         }
+        let started = tokio::time::Instant::now();
+        metrics.gather.observe((started - on_hand).as_secs_f64());
         let flush = Deadline::after(timeout);
         let written = async { Ok::<_, StoreError>(write(&db, &batch, &metrics).await) };
         let answers = match flush.bound(written).await {
             Ok(answers) => answers,
             Err(e) => every(batch.len(), &e),
         };
+        metrics.write.observe(started.elapsed().as_secs_f64());
         let written = batch.len();
         for (job, answer) in batch.into_iter().zip(answers) {
             let _ = job.reply.send(answer);

@@ -21,18 +21,48 @@ use common::{
 use jobstore::result_file::{ResultId, ResultKind};
 use jobstore::store::{GroupCommitConfig, StoreConfig, StoreError};
 
+/// The values of these samples (names without labels) in `/metrics`.
+async fn samples<const N: usize>(http: &Client, names: [&str; N]) -> [f64; N] {
+    let text = http.get("/metrics").await.expect(StatusCode::OK).text();
+    names.map(|name| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
+    })
+}
+
 /// `jobstore_group_commit_rows` from `/metrics`: (transactions, rows).
 async fn batches(http: &Client) -> (u64, u64) {
-    let text = http.get("/metrics").await.expect(StatusCode::OK).text();
-    let value = |name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}")) as u64
-    };
-    (
-        value("jobstore_group_commit_rows_count"),
-        value("jobstore_group_commit_rows_sum"),
+    let [txs, rows] = samples(
+        http,
+        [
+            "jobstore_group_commit_rows_count",
+            "jobstore_group_commit_rows_sum",
+        ],
     )
+    .await;
+    (txs as u64, rows as u64)
+}
+
+/// A flush's phases from `/metrics`: (flushes gathered, seconds gathering, flushes written,
+/// seconds writing).
+async fn phases(http: &Client) -> [f64; 4] {
+    samples(
+        http,
+        [
+            "jobstore_group_commit_gather_seconds_count",
+            "jobstore_group_commit_gather_seconds_sum",
+            "jobstore_group_commit_write_seconds_count",
+            "jobstore_group_commit_write_seconds_sum",
+        ],
+    )
+    .await
 }
 
 /// Asserts the status each request of a batch wanted (0: any) and, for an error, the
@@ -426,6 +456,8 @@ async fn steady_writers_share_every_transaction(backend: Backend, gather: &str) 
     let serve = Serve::start(&db.url, &["--group-commit-gather", gather]).await;
     let http = serve.http.clone();
     let before = batches(&http).await;
+    let phases_before = phases(&http).await;
+    let started = Instant::now();
     const WRITERS: u64 = 8;
     const CYCLES: u64 = 15;
     let writers: Vec<_> = (0..WRITERS)
@@ -448,10 +480,23 @@ async fn steady_writers_share_every_transaction(backend: Backend, gather: &str) 
     for w in writers {
         w.await.unwrap();
     }
+    let wall = started.elapsed().as_secs_f64();
     let after = batches(&http).await;
     let (txs, rows) = (after.0 - before.0, after.1 - before.1);
     assert_eq!(rows, WRITERS * CYCLES * 2, "every write in a transaction");
     let per = rows as f64 / txs as f64;
+    // Each flush (none failed) observed its two phases once, and they took some time but
+    // less than the writers' whole run (the flushes are one after the other).
+    let [gathered, gathering, written, writing] = {
+        let after = phases(&http).await;
+        std::array::from_fn(|i| after[i] - phases_before[i])
+    };
+    assert_eq!(gathered as u64, txs, "a gather per flush");
+    assert_eq!(written as u64, txs, "a write per flush");
+    assert!(
+        writing > 0.0 && gathering >= 0.0 && gathering + writing < wall,
+        "flushes spent {gathering:.3}s gathering and {writing:.3}s writing in {wall:.3}s"
+    );
     eprintln!(
         "GROUP_COMMIT {backend:?} gather {gather}: {rows} writes in {txs} transactions, {per:.2} each"
     );
