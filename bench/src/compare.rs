@@ -25,6 +25,7 @@ use crate::direct::Id;
 use crate::flink::{
     FileStoreDriver, FlinkCluster, Scratch, flink_home, flink_version, get_json, java_version,
 };
+use crate::flushes::FlushWatch;
 use crate::matrix::Fresh;
 use crate::payloads::Payloads;
 use crate::processes::Serve;
@@ -273,10 +274,21 @@ async fn compare_backend(
                     watch,
                 )
             };
+            let flushes = match o.work.workload {
+                Workload::Cycle => Some(FlushWatch::start(&serve.base).await),
+                _ => None,
+            };
             let ours = cell(&jobstore, &watch).await;
+            let flushes = match flushes {
+                Some(watch) => watch.finish().await,
+                None => None,
+            };
             let theirs = cell(&o.target, &o.watch).await;
             let cmp = Comparison::new(o.work.workload.name(), backend, c, o.name, ours, theirs);
             print_comparison(&cmp);
+            if let Some(line) = flushes {
+                println!("  serve's flushes over jobstore's cell (warm-up included): {line}");
+            }
             check(
                 &format!("in {} c={c} (jobstore)", cmp.workload),
                 &cmp.jobstore,

@@ -25,7 +25,8 @@
 //!
 //! Modules: `cli` (flags), `matrix` (one backend's run), `compare` and `flink` (the
 //! comparisons and Flink's processes), `cells` (C clients against one target), `workloads`
-//! (what the clients do), `client` (their HTTP), `scale`, `processes` (by pid), `sampler`
+//! (what the clients do), `client` (their HTTP), `flushes` (serve's group commit over a
+//! cycle cell, from its `/metrics`), `scale`, `processes` (by pid), `sampler`
 //! (/proc), `database`, `payloads`, `report` (Markdown and JSON), `machine`, and `direct`,
 //! the only module that uses the `jobstore` crate.
 
@@ -36,6 +37,7 @@ pub mod compare;
 pub mod database;
 pub mod direct;
 pub mod flink;
+pub mod flushes;
 pub mod machine;
 pub mod matrix;
 pub mod payloads;

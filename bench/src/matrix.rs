@@ -8,9 +8,10 @@ use std::time::Duration;
 use anyhow::bail;
 
 use crate::cells::{Timing, Watch, run_cell};
-use crate::cli::{Args, Backend, Mode};
+use crate::cli::{Args, Backend, Mode, Workload};
 use crate::database::Database;
 use crate::direct::Store;
+use crate::flushes::FlushWatch;
 use crate::payloads::Payloads;
 use crate::processes::{Serve, ServeLog};
 use crate::report::{BackendReport, Cell, print_cell};
@@ -169,12 +170,23 @@ async fn bench_serve(
                 Mode::Http => None,
                 _ => Some(cell(&direct, &direct_watch).await),
             };
+            let flushes = match !matches!(args.mode, Mode::Direct) && workload == Workload::Cycle {
+                true => Some(FlushWatch::start(&serve.base).await),
+                false => None,
+            };
             let http_side = match args.mode {
                 Mode::Direct => None,
                 _ => Some(cell(&http, &serve_watch).await),
             };
+            let flushes = match flushes {
+                Some(watch) => watch.finish().await,
+                None => None,
+            };
             let cell = Cell::new(backend.name(), workload.name(), c, direct_side, http_side);
             print_cell(&cell);
+            if let Some(line) = flushes {
+                println!("  serve's flushes over the http cell (warm-up included): {line}");
+            }
             for side in [&cell.direct, &cell.http].into_iter().flatten() {
                 if side.errors > 0 {
                     bail!(
