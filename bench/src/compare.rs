@@ -274,15 +274,10 @@ async fn compare_backend(
                     watch,
                 )
             };
-            let flushes = match o.work.workload {
-                Workload::Cycle => Some(FlushWatch::start(&serve.base).await),
-                _ => None,
-            };
+            let cycles = o.work.workload == Workload::Cycle;
+            let flushes = FlushWatch::start(cycles, &serve.base).await;
             let ours = cell(&jobstore, &watch).await;
-            let flushes = match flushes {
-                Some(watch) => watch.finish().await,
-                None => None,
-            };
+            let flushes = FlushWatch::finish(flushes).await;
             let theirs = cell(&o.target, &o.watch).await;
             let cmp = Comparison::new(o.work.workload.name(), backend, c, o.name, ours, theirs);
             print_comparison(&cmp);

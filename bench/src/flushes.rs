@@ -95,22 +95,29 @@ pub struct FlushWatch {
 }
 
 impl FlushWatch {
-    pub async fn start(base: &str) -> FlushWatch {
+    /// Reads serve's flushes at `base` when `cycles` (a cycle cell through serve is about to
+    /// run); `None` otherwise.
+    pub async fn start(cycles: bool, base: &str) -> Option<FlushWatch> {
+        if !cycles {
+            return None;
+        }
         let client = reqwest::Client::new();
         let before = Flushes::scrape(&client, base).await;
-        FlushWatch {
+        Some(FlushWatch {
             client,
             base: base.to_owned(),
             before,
             started: std::time::Instant::now(),
-        }
+        })
     }
 
-    /// The cell's line (`None` when serve's metrics could not be read).
-    pub async fn finish(self) -> Option<String> {
-        let secs = self.started.elapsed().as_secs_f64();
-        let after = Flushes::scrape(&self.client, &self.base).await?;
-        Some(after.since(&self.before?).line(secs))
+    /// The cell's line (`None` when nothing was watched or serve's metrics could not be
+    /// read).
+    pub async fn finish(watch: Option<FlushWatch>) -> Option<String> {
+        let watch = watch?;
+        let secs = watch.started.elapsed().as_secs_f64();
+        let after = Flushes::scrape(&watch.client, &watch.base).await?;
+        Some(after.since(&watch.before?).line(secs))
     }
 }
 

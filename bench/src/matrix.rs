@@ -170,18 +170,13 @@ async fn bench_serve(
                 Mode::Http => None,
                 _ => Some(cell(&direct, &direct_watch).await),
             };
-            let flushes = match !matches!(args.mode, Mode::Direct) && workload == Workload::Cycle {
-                true => Some(FlushWatch::start(&serve.base).await),
-                false => None,
-            };
+            let cycles = !matches!(args.mode, Mode::Direct) && workload == Workload::Cycle;
+            let flushes = FlushWatch::start(cycles, &serve.base).await;
             let http_side = match args.mode {
                 Mode::Direct => None,
                 _ => Some(cell(&http, &serve_watch).await),
             };
-            let flushes = match flushes {
-                Some(watch) => watch.finish().await,
-                None => None,
-            };
+            let flushes = FlushWatch::finish(flushes).await;
             let cell = Cell::new(backend.name(), workload.name(), c, direct_side, http_side);
             print_cell(&cell);
             if let Some(line) = flushes {
