@@ -464,3 +464,142 @@ fn docker_compose_runs_postgres_and_two_replicas_built_here() {
         );
     }
 }
+
+/// The rows of one SQLite result table, straight from the database, in key order.
+async fn sqlite_result_rows(db: &TestDb, table: &str, id: &str) -> Vec<ResultRow> {
+    common::fetch_all(
+        &db.url,
+        &format!(
+            "SELECT cluster_id, {id}, state, result, created_at, cleaned_at FROM {table} \
+             ORDER BY cluster_id, {id}"
+        ),
+    )
+    .await
+}
+
+type ResultRow = (String, String, String, String, String, Option<String>);
+
+/// A SQLite database of the previous release (schema V12, the result tables WITHOUT ROWID)
+/// with dirty and clean entries of both stores, one of them Flink's 36 KB failure-cause,
+/// upgraded by opening the store: every row kept byte for byte, the tables are rowid tables
+/// now, and the key, the CHECKs, the indexes and the views hold as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_result_tables_become_rowid_tables_keeping_every_entry() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    db.migrate_to(12).await;
+    let without_rowid = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' \
+         AND name IN ('job_results', 'application_results') AND sql LIKE '%WITHOUT ROWID%'";
+    assert_eq!(db.scalar(without_rowid).await, 2, "V12's tables");
+
+    let large = common::flink_files(Kind::Job)
+        .into_iter()
+        .map(|(_, file)| file)
+        .max_by_key(|file| file.to_string().len())
+        .expect("Flink's files");
+    let (small, clean, big) = (random_hex(), random_hex(), random_hex());
+    let mut big_result = large["result"].clone();
+    big_result["id"] = json!(big);
+    assert!(big_result.to_string().len() > 30_000, "the 36 KB result");
+    let job = |id: &str| Kind::Job.result(id).to_string();
+    let application = |id: &str| Kind::Application.result(id).to_string();
+    let (app_dirty, app_clean) = (random_hex(), random_hex());
+    db.execute(&format!(
+        "INSERT INTO job_results (cluster_id, job_id, state, result) VALUES \
+             ('a', '{small}', 'dirty', '{}'), ('b', '{big}', 'dirty', '{}'); \
+         INSERT INTO job_results (cluster_id, job_id, state, result, created_at, cleaned_at) \
+             VALUES ('a', '{clean}', 'clean', '{}', '2026-01-01T00:00:00.000Z', \
+                     '2026-01-01T00:00:01.000Z'); \
+         INSERT INTO application_results (cluster_id, application_id, state, result) \
+             VALUES ('a', '{app_dirty}', 'dirty', '{}'); \
+         INSERT INTO application_results (cluster_id, application_id, state, result, \
+                                          cleaned_at) \
+             VALUES ('a', '{app_clean}', 'clean', '{}', '2026-01-01T00:00:02.000Z')",
+        job(&small),
+        big_result.to_string().replace('\'', "''"),
+        job(&clean),
+        application(&app_dirty),
+        application(&app_clean),
+    ))
+    .await
+    .expect("rows of the V12 schema");
+    let jobs = sqlite_result_rows(&db, "job_results", "job_id").await;
+    let applications = sqlite_result_rows(&db, "application_results", "application_id").await;
+    let per_cluster = "SELECT COUNT(*) FROM dirty_results_per_cluster";
+    assert_eq!((jobs.len(), applications.len()), (3, 2));
+    assert_eq!(
+        db.scalar(per_cluster).await,
+        3,
+        "dirty: jobs of a, b; applications of a"
+    );
+
+    let store = jobstore::store::open(&common::store_config(&db.url))
+        .await
+        .expect("opening upgrades the schema");
+    assert_eq!(db.scalar(without_rowid).await, 0, "rowid tables now");
+    assert_eq!(
+        db.scalar("SELECT COUNT(*) FROM job_results WHERE rowid > 0")
+            .await,
+        3
+    );
+    assert_eq!(sqlite_result_rows(&db, "job_results", "job_id").await, jobs);
+    assert_eq!(
+        sqlite_result_rows(&db, "application_results", "application_id").await,
+        applications
+    );
+    assert_eq!(db.scalar(per_cluster).await, 3);
+    for (view, rows) in [
+        ("dirty_results", 3),
+        ("job_results_readable", 3),
+        ("job_names", 3),
+    ] {
+        let n = db.scalar(&format!("SELECT COUNT(*) FROM {view}")).await;
+        assert_eq!(n, rows, "{view}");
+    }
+    // Each table's key and its two partial indexes.
+    for table in ["job_results", "application_results"] {
+        let n = db
+            .scalar(&format!(
+                "SELECT COUNT(*) FROM pragma_index_list('{table}')"
+            ))
+            .await;
+        assert_eq!(n, 3, "{table}'s indexes");
+    }
+    // The key and the CHECKs hold.
+    let duplicate = db
+        .execute(&format!(
+            "INSERT INTO job_results (cluster_id, job_id, state, result) \
+             VALUES ('a', '{small}', 'dirty', '{}')",
+            job(&small)
+        ))
+        .await;
+    assert!(duplicate.unwrap_err().contains("UNIQUE"));
+    let other = random_hex();
+    let wrong_id = db
+        .execute(&format!(
+            "INSERT INTO job_results (cluster_id, job_id, state, result) \
+             VALUES ('a', '{other}', 'dirty', '{}')",
+            job(&small)
+        ))
+        .await;
+    assert!(wrong_id.unwrap_err().contains("CHECK"));
+
+    // The store goes on from the kept rows: a duplicate create conflicts, a mark-clean
+    // works, and the listing has them all.
+    let cluster: jobstore::ids::ClusterId = "a".parse().unwrap();
+    let conflict = store
+        .create_result(&cluster, Kind::Job.id(&small), &Kind::Job.result(&small))
+        .await;
+    assert!(
+        matches!(conflict, Err(jobstore::store::StoreError::Conflict)),
+        "{conflict:?}"
+    );
+    store
+        .mark_result_clean(&cluster, Kind::Job.id(&small))
+        .await
+        .expect("mark-clean of a kept dirty entry");
+    let entries = db.entries(Kind::Job.store(), "a").await;
+    assert_eq!(entries.len(), 2);
+    assert!(entries.values().all(|e| e.cleaned_at.is_some()));
+    let big_entry = db.entries(Kind::Job.store(), "b").await;
+    assert_eq!(big_entry[&big].result, big_result);
+}

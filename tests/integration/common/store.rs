@@ -218,10 +218,12 @@ impl TestDb {
             }
         };
         let applied = applied.unwrap_or_else(|e| panic!("migrating to V{version}: {e}"));
-        assert_eq!(
-            applied, version as usize,
-            "migrations applied up to V{version}"
-        );
+        assert!(applied > 0, "migrations applied up to V{version}");
+        // Versions may skip numbers on one backend (SQLite has no V10).
+        let reached = self
+            .scalar("SELECT CAST(max(version) AS BIGINT) FROM refinery_schema_history")
+            .await;
+        assert_eq!(reached, i64::from(version), "migrated to V{version}");
     }
 }
 
