@@ -1,10 +1,11 @@
 -- The result tables become rowid tables: the rows are stored in the order they were created,
 -- and the primary key (cluster_id, job_id) is an index beside them. WITHOUT ROWID stored
 -- each row in the leaf of its random job id, so every write of a group commit's batch wrote
--- a 4 KB page of its own to the WAL: about 76 pages for a batch of 32 creates and
+-- a 4 KB page of its own to the WAL: about 78 pages for a batch of 16 creates and 16
 -- mark-cleans. Now the creates share the table's last leaves (a mark-clean usually follows
--- its create closely), and only the key's small entries land at random: about 47 pages for
--- the same batch (BENCHMARKS.md). Columns, keys, CHECKs, indexes and views are unchanged.
+-- its create closely), and only the key's small entries land at random: about 48 pages for
+-- the same batch (scripts/bench/sqlite-pages.py, BENCHMARKS.md). Columns, keys, CHECKs,
+-- indexes and views are unchanged.
 --
 -- SQLite changes a table's kind only by copying it: the views that read the two tables are
 -- dropped and made again around the copy.

@@ -628,3 +628,41 @@ fn the_batch_ceiling_script_cleans_what_it_created() {
         "{stderr}"
     );
 }
+
+/// `scripts/bench/sqlite-pages.py` (BENCHMARKS.md) runs a flush's batches on SQLite's result
+/// tables before and after migration V14: each transaction cleans what the previous one
+/// created, and the rowid tables of V14 write fewer WAL pages per transaction than V12's
+/// `WITHOUT ROWID` tables, whose random ids put every row on a leaf of its own.
+#[test]
+fn the_pages_script_shows_the_rowid_tables_writing_fewer_pages() {
+    let out = std::process::Command::new("python3")
+        .args(["scripts/bench/sqlite-pages.py", "--clients", "32"])
+        .args(["--batches", "60", "--warm-entries", "6000"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let frames = |schema: &str| -> f64 {
+        let row: Vec<&str> = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {schema} | 32 |")))
+            .unwrap_or_else(|| panic!("no row of {schema}: {stdout}"))
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        assert_eq!(row[4], "16", "only the last creates stay dirty: {stdout}");
+        row[2].parse().expect("frames")
+    };
+    let (before, after) = (frames("V12"), frames("V14"));
+    assert!(after > 0.0, "{stdout}");
+    assert!(
+        after < 0.8 * before,
+        "V14 writes fewer pages per transaction: {stdout}"
+    );
+}
