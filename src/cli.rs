@@ -70,7 +70,11 @@ pub fn main() -> ExitCode {
             }
             Command::Migrate(args) => {
                 init_logging(LogFormat::Text, "info");
-                store::open(&args.store_config(true)).await.map(|_| ())
+                // Closed, so that SQLite's write-ahead log is written back into the
+                // database file (an upgrade that copies a table leaves as much there).
+                let store = store::open(&args.store_config(true)).await?;
+                store.close().await;
+                Ok(())
             }
             Command::Import(args) => {
                 init_logging(LogFormat::Text, "warn");

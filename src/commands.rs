@@ -384,7 +384,10 @@ pub async fn gc(args: GcArgs) -> anyhow::Result<()> {
         args.clean_retention,
         args.operation_retention,
     )
-    .await?;
+    .await;
+    // SQLite: the write-ahead log back into the database file, also after a failure.
+    store.close().await;
+    let report = report?;
     println!(
         "removed {} clean job results, {} clean application results, {} completed savepoint operations",
         report.job_results, report.application_results, report.operations

@@ -254,6 +254,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
         }
     }
     bar.finish_and_clear();
+    store.close().await;
     print!("{summary}");
     let _ = std::io::stdout().flush();
     outcome

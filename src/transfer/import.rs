@@ -423,6 +423,8 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    // SQLite: the write-ahead log back into the database file.
+    store.close().await;
 
     let summary = import_summary(&args.dir, &cluster, files.len(), ignored, &counts);
     print!("{summary}");
