@@ -13,6 +13,8 @@ Suites (one file each in this folder):
   test_harness.py            the harness itself: the PostgreSQL TCP proxy (drop, refuse, hang)
                              under a real jobstore, process signals by pid, a Flink cluster
                              driven directly
+  test_harness_zookeeper.py  the harness's start of two JobManagers on ZooKeeper when a
+                             standby's REST port was taken after it was found free
   test_savepoints.py         jobstore drives savepoints and stop-with-savepoint on Flink, on
                              PostgreSQL and on SQLite; answers survive a jobstore restart and a
                              JobManager restart
@@ -45,7 +47,7 @@ cluster, a job, a failover). So:
 
 Lanes. scripts/flink-tests.sh runs the suites in two lanes side by side (pytest-xdist's
 workers, -n 2), each a whole suite at a time: the suites that use ZooKeeper
-(test_plugin_zookeeper.py, test_plugin_jobstore.py) in one, the others in the other; -n 0
+(test_plugin_zookeeper.py, test_plugin_jobstore.py, test_harness_zookeeper.py) in one, the others in the other; -n 0
 runs them all in one process, one after the other. Most of a suite's time is waiting (JVMs
 starting, leases expiring, failovers), so the lanes overlap their waits.
 
@@ -123,7 +125,7 @@ def pytest_configure(config):
 
 
 LANES = "JOBSTORE_FLINK_LANES"  # the folder where the lanes of a run leave their pids
-ZOOKEEPER_LANE = {"test_plugin_zookeeper.py", "test_plugin_jobstore.py"}  # one ZooKeeper serves both
+ZOOKEEPER_LANE = {"test_plugin_zookeeper.py", "test_plugin_jobstore.py", "test_harness_zookeeper.py"}  # one ZooKeeper serves them
 
 
 @pytest.hookimpl(optionalhook=True)

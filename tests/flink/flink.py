@@ -214,7 +214,11 @@ class FaultProxy:
 # --- clusters ----------------------------------------------------------------------------------
 
 class PortTaken(Stop):
-    """A JobManager could not bind a port that was free when it was chosen."""
+    """A JobManager (jm) could not bind a port that was free when it was chosen."""
+
+    def __init__(self, why, jm):
+        super().__init__(why)
+        self.jm = jm
 
 
 def dist_java_opts(home):
@@ -344,33 +348,47 @@ class Cluster:
         return self.tms[0]
 
     def start(self, timeout=240):
-        """Starts every process; waits for a leader and every TaskManager. Returns the leader.
-        A JobManager that could not bind a port it was given (taken since it was found free)
-        makes the cluster start again on new ports, up to three times."""
+        """Starts every process; waits for a leader, every other JobManager answering on its
+        REST port, and every TaskManager registered. Returns the leader.
+
+        A JobManager that exits because a port it was given was taken since it was found free
+        starts again on new ports, up to three times: alone when the cluster has several (each
+        has its own ports, the others find it by HA), with the whole cluster when it has one
+        (every TaskManager's config.yaml names its RPC port)."""
+        for p in self.jms + self.tms:
+            p.start()
         for attempt in (1, 2, 3):
-            for p in self.jms + self.tms:
-                p.start()
             try:
                 leader = wait_for(f"{self.name}: a JobManager leads", self.leader_or_exit, timeout, 0.5)
+                for jm in self.others(leader):
+                    wait_for(f"{self.name}: the standby {jm.name} answers on its REST port",
+                             lambda jm=jm: self.exited() or status_of(jm.rest + "/overview") == 200, timeout, 0.5)
                 break
             except PortTaken as e:
                 if attempt == 3:
                     raise
-                log(f"{self.name}: {e}; starting again on new ports")
-                self.stop()
-                for p in self.jms + self.tms:
+                again = self.jms + self.tms if len(self.jms) == 1 else [e.jm]
+                log(f"{self.name}: {e}; starting {' '.join(p.name for p in again)} again on new ports")
+                for p in again:
+                    p.stop()
+                for p in again:
                     p.rest_port, p.rpc_port, p.blob_port = free_ports(3)
+                    p.start()
         self.wait_taskmanagers(leader, timeout)
         return leader
 
-    def leader_or_exit(self):
-        """The leader (None while there is none); Stop when a JobManager exited."""
+    def exited(self):
+        """Stop (PortTaken when it could not bind a port) when a JobManager exited; else False."""
         for jm in self.jms:
             if not jm.alive():
                 text = jm.proc.log_text() + jm.log_text()
                 why = f"{jm.name} exited (exit status {jm.proc.returncode}): {snippet(text[-600:], 600)}"
-                raise PortTaken(why) if "java.net.BindException" in text else Stop(why)
-        return self.leader()
+                raise PortTaken(why, jm) if "java.net.BindException" in text else Stop(why)
+        return False
+
+    def leader_or_exit(self):
+        """The leader (None while there is none); Stop when a JobManager exited."""
+        return self.exited() or self.leader()
 
     def wait_taskmanagers(self, jm, timeout=180):
         def registered():

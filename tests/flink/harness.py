@@ -193,14 +193,41 @@ def install_signal_handlers():
 
 # --- small things ------------------------------------------------------------------------------
 
+def _ephemeral_low():
+    """The lowest port of the kernel's range for outgoing connections' local ports."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def free_ports(n):
-    """n distinct TCP ports free on 127.0.0.1 right now."""
+    """n distinct TCP ports free on 127.0.0.1 right now, for servers that are told their port.
+
+    They come from below the kernel's range for outgoing connections (32768 by default), at
+    random: a port found free there stays free until the server binds it unless another test
+    picks it too, whereas a port of that range (the one bind(0) gives) can be taken meanwhile
+    as the local port of any connection the machine opens. A CI run lost a standby JobManager
+    that way ("Could not start rest endpoint on any port in port range 34799"). Without such
+    a range below (fewer than 10,000 ports), the kernel picks as before."""
+    low = _ephemeral_low()
     socks = []
     try:
-        for _ in range(n):
+        tries = 0
+        while len(socks) < n:
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
             socks.append(s)
+            if low - 10000 >= 10000 and tries < 200:
+                tries += 1
+                port = 10000 + secrets.randbelow(low - 10000)
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    socks.pop().close()
+                    continue
+            else:
+                s.bind(("127.0.0.1", 0))
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:

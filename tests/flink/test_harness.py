@@ -8,8 +8,11 @@
     before is there and a new write succeeds; a partition (hang) is answered 503 too.
   - process signals by pid: SIGSTOP (no answer), SIGCONT (answers again), SIGTERM (exit 0),
     SIGKILL (exit -9).
+  - free_ports: distinct ports, each bindable, below the kernel's range for outgoing
+    connections' local ports (where no connection the machine opens can take them).
   - a Flink cluster as the suites start it, driven directly (a control for the savepoint suite):
-    a savepoint without target directory and without a default is refused (400); with a target
+    its JobManager's REST port held by another listener when it starts, it starts again on new
+    ports (the cluster with it); a savepoint without target directory and without a default is refused (400); with a target
     directory and a triggerId it is IN_PROGRESS, then COMPLETED under that triggerId with a
     _metadata file on disk; stop-with-savepoint finishes the job; a bounded job FINISHED, a
     failing one FAILED with the probe's cause; the cluster's memory; stopping the cluster leaves
@@ -22,7 +25,7 @@ import time
 
 import pytest
 
-from harness import REPO, Fail, expect, http, log, random_hex, snippet, status_of, wait_for
+from harness import REPO, Fail, expect, free_ports, http, log, random_hex, snippet, status_of, wait_for
 
 SSL_REQUEST = (8).to_bytes(4, "big") + (80877103).to_bytes(4, "big")  # PostgreSQL's SSLRequest
 RESULT = os.path.join(REPO, "tests", "data", "flink-2.3.0", "job-result-store", "38dcc0b26ce09271cefd5020d41b4b88.json")
@@ -68,6 +71,22 @@ def on_disk(location, sp_dir):
 @pytest.fixture(scope="module")
 def proxy(ctx):
     return ctx.postgres_proxy()
+
+
+class TestPorts:
+    """free_ports, which the suites use for every server they tell its port."""
+
+    def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range(self):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+        ports = free_ports(50)
+        expect(len(set(ports)) == 50, f"not distinct: {sorted(ports)}")
+        if low >= 20000:
+            expect(all(10000 <= p < low for p in ports), f"not in [10000, {low}): {sorted(ports)}")
+        for p in ports:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", p))
+        return f"50 ports in {min(ports)}-{max(ports)}, the kernel's range for outgoing connections from {low}"
 
 
 class TestTcpProxy:
@@ -211,10 +230,20 @@ class TestFlink:
 
     @pytest.mark.required
     def test_cluster_starts_without_default_savepoint_dir(self, ctx, s):
+        """Its JobManager's REST port is held by another listener during the start: the cluster
+        starts again on new ports."""
         s.sp_dir = ctx.path("sp")
         s.cluster = ctx.cluster("flink")
+        jm = s.cluster.jms[0]
+        held = jm.rest_port
         t0 = time.time()
-        return f"{s.cluster.start().rest} in {time.time() - t0:.0f} s"
+        with socket.socket() as holder:
+            holder.bind(("127.0.0.1", held))
+            holder.listen(1)
+            rest = s.cluster.start().rest
+        expect(jm.starts == 2 and s.cluster.tm.starts == 2, f"started {jm.starts} and {s.cluster.tm.starts} times, not twice")
+        expect(jm.rest_port != held, f"the JobManager kept the taken port {held}")
+        return f"{rest} in {time.time() - t0:.0f} s (REST port {held} was taken: started again on new ports)"
 
     @pytest.mark.required
     def test_unbounded_job_running(self, s):
