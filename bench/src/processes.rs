@@ -88,9 +88,43 @@ fn signal(pid: i32, sig: i32) {
     }
 }
 
+/// A TCP port free on 127.0.0.1 right now, for a server that is told its port.
+///
+/// It comes from below the kernel's range for the local ports of outgoing connections
+/// (`net.ipv4.ip_local_port_range`, 32768 by default), at random: such a port stays free until
+/// the server binds it unless something else picks it too, whereas the port `bind(0)` gives
+/// lies in that range and any connection the machine opens meanwhile may take it as its local
+/// port (the Flink suites lost a JobManager that way: "Could not start rest endpoint on any
+/// port in port range"). With fewer than 10,000 ports below that range, the kernel picks.
 pub fn free_port() -> anyhow::Result<u16> {
+    let low = ephemeral_low();
+    if low >= 20_000 {
+        for _ in 0..200 {
+            let port = 10_000 + (random_u32()? % u32::from(low - 10_000)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
+}
+
+/// The first port of the kernel's range for outgoing connections (32768 if it cannot be read).
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
+fn random_u32() -> anyhow::Result<u32> {
+    use std::io::Read;
+    let mut b = [0u8; 4];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom")?;
+    Ok(u32::from_ne_bytes(b))
 }
 
 /// Polls `url` until it answers 200 (or `process` exits, or `within` has passed since
@@ -237,5 +271,31 @@ impl Drop for ServeLog {
         if !self.keep {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_lie_below_the_range_of_outgoing_connections() {
+        let low = ephemeral_low();
+        assert!(
+            low >= 20_000,
+            "this test wants a range starting at 20000 or above: {low}"
+        );
+        let ports: Vec<u16> = (0..50).map(|_| free_port().unwrap()).collect();
+        for &p in &ports {
+            assert!(
+                (10_000..low).contains(&p),
+                "port {p} is not in [10000, {low})"
+            );
+            std::net::TcpListener::bind(("127.0.0.1", p)).unwrap();
+        }
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 40, "50 ports, {} distinct", distinct.len());
     }
 }
