@@ -25,7 +25,8 @@
 //!   either backend, parameters bound by name, every call within `--db-timeout`;
 //! - `sql_store`: the implementation; `group_commit`: concurrent result writes committed
 //!   together; `operation_cache`: completed operations for status polls; `postgres`, `sqlite`:
-//!   opening each backend;
+//!   opening each backend; `sqlite_vfs`: the SQLite writer's VFS (a commit's WAL frames in one
+//!   write);
 //! - `migrate`: the schema (`migrations/postgres`, `migrations/sqlite`).
 
 use std::sync::Arc;
@@ -49,6 +50,7 @@ mod service;
 pub mod sql;
 mod sql_store;
 mod sqlite;
+mod sqlite_vfs;
 
 pub use error::{StoreError, StoreResult};
 pub use group_commit::{BEGIN_INDEX_LOOKUPS_ONLY, GroupCommitConfig};

@@ -20,11 +20,14 @@ pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
         .foreign_keys(true)
         .log_statements(tracing::log::LevelFilter::Trace);
     // SQLite has one writer: one connection takes every write, in order, so that no
-    // "database is locked" can come of two writers; readers work beside it (WAL).
+    // "database is locked" can come of two writers; readers work beside it (WAL). The
+    // writer's VFS writes a commit's WAL frames in one system call; it relies on
+    // `synchronous=FULL` (sqlite_vfs.rs says why).
+    super::sqlite_vfs::register()?;
     let write = super::ping_only_idle(SqlitePoolOptions::new())
         .max_connections(1)
         .acquire_timeout(config.acquire_timeout)
-        .connect_with(options.clone())
+        .connect_with(options.clone().vfs(super::sqlite_vfs::NAME))
         .await?;
     if config.migrate {
         let mut conn = write.acquire().await?;
