@@ -13,8 +13,8 @@ use super::AppState;
 use super::error::ApiError;
 use crate::metrics::Metrics;
 
-/// One span per request named by the matched route, its metrics, and a log line (debug for
-/// the health, readiness and metrics routes), around `inner`, the request's handling.
+/// One span per request named by the matched route, its metrics, and a log line (its level
+/// from [`line_level`]), around `inner`, the request's handling.
 pub async fn observe(
     metrics: &Metrics, route: Option<MatchedPath>, method: Method,
     inner: impl Future<Output = Response>,
@@ -24,7 +24,6 @@ pub async fn observe(
     // a known method or `other`, a status this service answers or its class.
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
     let method_label = method_label(&method);
-    let quiet = matches!(route, "/healthz" | "/readyz" | "/metrics");
     let span = tracing::info_span!("request", method = %method, route = %route);
     let start = Instant::now();
     let res = inner.instrument(span.clone()).await;
@@ -40,14 +39,28 @@ pub async fn observe(
         .observe(elapsed.as_secs_f64());
     let _enter = span.enter();
     let ms = elapsed.as_secs_f64() * 1000.0;
-    if quiet {
-        tracing::debug!(status = status.as_u16(), ms, "request");
-    } else if status.is_server_error() {
-        tracing::warn!(status = status.as_u16(), ms, "request");
-    } else {
-        tracing::info!(status = status.as_u16(), ms, "request");
+    match line_level(route, &method, status) {
+        tracing::Level::WARN => tracing::warn!(status = status.as_u16(), ms, "request"),
+        tracing::Level::INFO => tracing::info!(status = status.as_u16(), ms, "request"),
+        _ => tracing::debug!(status = status.as_u16(), ms, "request"),
     }
     res
+}
+
+/// The level of a request's log line: debug for the health, readiness and metrics routes;
+/// warn for any other 5xx; debug for a read (GET or HEAD) answered below 400, such as a
+/// status poll, which the request metrics count (the line was about a third of serve's CPU
+/// per poll, BENCHMARKS.md); info for every other request: writes, and refusals.
+fn line_level(route: &str, method: &Method, status: StatusCode) -> tracing::Level {
+    if matches!(route, "/healthz" | "/readyz" | "/metrics") {
+        tracing::Level::DEBUG
+    } else if status.is_server_error() {
+        tracing::Level::WARN
+    } else if matches!(*method, Method::GET | Method::HEAD) && status.as_u16() < 400 {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    }
 }
 
 /// The `method` label: one of the standard methods, else `other`.
@@ -139,5 +152,27 @@ mod tests {
         assert_eq!(status_label(StatusCode::IM_A_TEAPOT), "4xx");
         assert_eq!(status_label(StatusCode::from_u16(999).unwrap()), "5xx");
         assert_eq!(status_label(StatusCode::CONTINUE), "1xx");
+    }
+
+    #[test]
+    fn successful_reads_log_at_debug_writes_and_refusals_at_info_failures_at_warn() {
+        use tracing::Level;
+        let poll = "/jobs/{job_id}/savepoints/{trigger_id}";
+        let create = "/v1/clusters/{cluster}/job-results";
+        let level = |route, method, status: u16| {
+            line_level(route, &method, StatusCode::from_u16(status).unwrap())
+        };
+        assert_eq!(level(poll, Method::GET, 200), Level::DEBUG);
+        assert_eq!(level(poll, Method::HEAD, 200), Level::DEBUG);
+        assert_eq!(level(poll, Method::GET, 304), Level::DEBUG);
+        assert_eq!(level(poll, Method::GET, 404), Level::INFO);
+        assert_eq!(level(poll, Method::GET, 401), Level::INFO);
+        assert_eq!(level(poll, Method::GET, 503), Level::WARN);
+        assert_eq!(level(create, Method::POST, 201), Level::INFO);
+        assert_eq!(level(create, Method::POST, 409), Level::INFO);
+        assert_eq!(level(create, Method::DELETE, 204), Level::INFO);
+        assert_eq!(level(create, Method::POST, 500), Level::WARN);
+        assert_eq!(level("/readyz", Method::GET, 503), Level::DEBUG);
+        assert_eq!(level("/metrics", Method::GET, 200), Level::DEBUG);
     }
 }
