@@ -18,7 +18,10 @@
 //!   has gathered first.
 //! - What reaches the disk, and when, is unchanged: nothing is acknowledged before the
 //!   `fsync`, and the `fsync` comes after the write. A write that fails is reported by the
-//!   call that wrote it (the sync of the commit), so the commit fails as it would have.
+//!   call that wrote it (the sync of the commit), so the commit fails as it would have, and
+//!   what had gathered is dropped: SQLite writes the next commit's frames over the failed
+//!   one's (test: `a_failed_write_fails_its_commit_and_the_committed_rows_stay`, a full disk
+//!   below the gathering).
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
@@ -122,6 +125,9 @@ struct File {
 struct Gather {
     offset: i64,
     bytes: Vec<u8>,
+    /// Tests: the WAL file's path, for [`tests::full_past`].
+    #[cfg(test)]
+    path: String,
 }
 
 /// The default VFS, kept in our VFS's `pAppData`.
@@ -160,6 +166,19 @@ fn flush(f: &mut File) -> c_int {
     let mut rc = ffi::SQLITE_OK;
     let mut offset = g.offset;
     for piece in g.bytes.chunks(MAX_WRITE) {
+        #[cfg(test)]
+        if let Some(limit) = tests::full_past(&g.path)
+            && offset + piece.len() as i64 > limit
+        {
+            // A full disk, as the default VFS meets one: what fits is written, then the
+            // write fails.
+            let room = (limit - offset).clamp(0, piece.len() as i64) as usize;
+            if room > 0 {
+                let _ = inner!(f, xWrite, piece.as_ptr().cast(), room as c_int, offset);
+            }
+            rc = ffi::SQLITE_FULL;
+            break;
+        }
         WAL_WRITES_MADE.fetch_add(1, Ordering::Relaxed);
         rc = inner!(
             f,
@@ -219,6 +238,12 @@ unsafe extern "C" fn open(
             (*ours).gather = Box::into_raw(Box::new(Gather {
                 offset: 0,
                 bytes: Vec::new(),
+                #[cfg(test)]
+                path: if name.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(name).to_string_lossy().into_owned()
+                },
             }));
         }
         (*ours).base.pMethods = &METHODS;
@@ -535,6 +560,157 @@ unsafe extern "C" fn current_time_int64(vfs: *mut ffi::sqlite3_vfs, out: *mut i6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// WAL files (by path) whose writes fail past a size, as on a full disk.
+    static FULL: Mutex<Vec<(String, i64)>> = Mutex::new(Vec::new());
+
+    /// The size past which writes to the WAL file at `path` fail, if a test set one.
+    pub(super) fn full_past(path: &str) -> Option<i64> {
+        let full = FULL.lock().unwrap_or_else(|e| e.into_inner());
+        full.iter().find(|(p, _)| p == path).map(|&(_, n)| n)
+    }
+
+    fn set_full_past(path: &str, limit: Option<i64>) {
+        let mut full = FULL.lock().unwrap_or_else(|e| e.into_inner());
+        full.retain(|(p, _)| p != path);
+        if let Some(n) = limit {
+            full.push((path.to_string(), n));
+        }
+    }
+
+    /// A write that fails below the gathering (a full disk) fails its commit, and the
+    /// commits before it stay whole: SQLite reports the failure at the commit's sync, where
+    /// the gathered frames are written; the commit's rows are not visible, nor in the file
+    /// afterwards; the gathered bytes of the failed commit are dropped, so that the commits
+    /// once the disk has room again are whole too.
+    #[tokio::test]
+    async fn a_failed_write_fails_its_commit_and_the_committed_rows_stay() {
+        use sqlx::ConnectOptions;
+        use sqlx::Connection;
+        use sqlx::Executor;
+        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+        register().unwrap();
+        let dir = std::env::temp_dir().join(format!("jobstore-vfs-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("t.db");
+        let wal = format!("{}-wal", db.display());
+        let options = SqliteConnectOptions::new()
+            .filename(&db)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full);
+        // No checkpoints: the WAL only grows, to the limit.
+        let mut writer = options
+            .clone()
+            .vfs(NAME)
+            .pragma("wal_autocheckpoint", "0")
+            .connect()
+            .await
+            .unwrap();
+        let mut reader = options.clone().connect().await.unwrap();
+        writer
+            .execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL)")
+            .await
+            .unwrap();
+        // One transaction of 20 rows of 1 KB: Ok(()) once committed, Err(code) of the
+        // statement that failed, with "insert" or "commit".
+        async fn round(
+            writer: &mut sqlx::SqliteConnection, round: i64,
+        ) -> Result<(), (&'static str, String)> {
+            let code = |e: sqlx::Error| {
+                e.as_database_error()
+                    .and_then(|d| d.code())
+                    .map(|c| c.into_owned())
+                    .unwrap_or_else(|| e.to_string())
+            };
+            writer.execute("BEGIN IMMEDIATE").await.unwrap();
+            for i in 0..20 {
+                if let Err(e) = sqlx::query("INSERT INTO t (k, v) VALUES (?, randomblob(1000))")
+                    .bind(round * 100 + i)
+                    .execute(&mut *writer)
+                    .await
+                {
+                    let _ = writer.execute("ROLLBACK").await;
+                    return Err(("insert", code(e)));
+                }
+            }
+            match writer.execute("COMMIT").await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    // Rolled back, if SQLite has not done so itself.
+                    let _ = writer.execute("ROLLBACK").await;
+                    Err(("commit", code(e)))
+                }
+            }
+        }
+        async fn rows(reader: &mut sqlx::SqliteConnection) -> Vec<i64> {
+            sqlx::query_scalar("SELECT k FROM t ORDER BY k")
+                .fetch_all(reader)
+                .await
+                .unwrap()
+        }
+        let keys = |rounds: &[i64]| -> Vec<i64> {
+            rounds
+                .iter()
+                .flat_map(|r| (0..20).map(move |i| r * 100 + i))
+                .collect()
+        };
+
+        // The disk holds 300 KB of WAL: about 12 commits of 20 pages.
+        set_full_past(&wal, Some(300 * 1024));
+        let mut committed = Vec::new();
+        let mut failed = None;
+        for r in 0..100 {
+            match round(&mut writer, r).await {
+                Ok(()) => committed.push(r),
+                Err(e) => {
+                    failed = Some((r, e));
+                    break;
+                }
+            }
+        }
+        let (failed_round, (at, code)) = failed.expect("the WAL reached the limit");
+        assert!(
+            committed.len() >= 5,
+            "{} commits before the limit",
+            committed.len()
+        );
+        // SQLITE_FULL (13), reported by the commit: the rows' statements gathered their
+        // spilled frames or none, the commit's sync wrote them.
+        assert_eq!((at, code.as_str()), ("commit", "13"));
+        assert_eq!(rows(&mut reader).await, keys(&committed));
+        // Full still: the next commit fails as well, and changes nothing.
+        assert!(round(&mut writer, failed_round + 1).await.is_err());
+        assert_eq!(rows(&mut reader).await, keys(&committed));
+
+        // Room again: the writer commits, and the failed commits' bytes never reach the
+        // file.
+        set_full_past(&wal, None);
+        for r in failed_round + 2..failed_round + 7 {
+            round(&mut writer, r).await.unwrap();
+            committed.push(r);
+        }
+        assert_eq!(rows(&mut reader).await, keys(&committed));
+        writer.close().await.unwrap();
+        reader.close().await.unwrap();
+        // The file, read by the default VFS alone after both closed (the WAL recovered and
+        // checkpointed): whole, and exactly the committed rows in it.
+        let mut check = options.connect().await.unwrap();
+        let verdict: String = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_one(&mut check)
+            .await
+            .unwrap();
+        assert_eq!(verdict, "ok");
+        assert_eq!(rows(&mut check).await, keys(&committed));
+        let bytes: i64 = sqlx::query_scalar("SELECT sum(length(v)) FROM t")
+            .fetch_one(&mut check)
+            .await
+            .unwrap();
+        assert_eq!(bytes, committed.len() as i64 * 20 * 1000);
+        check.close().await.unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// The gathering, on a real file: a WAL's frames of one commit reach the default VFS in
     /// one write, and another connection (on the default VFS) reads every committed row.
