@@ -19,6 +19,7 @@ Flink reaches replica 1 through FaultProxy (pass-through; it can hold mark-clean
 dirty state can be observed, and answers 502 while its jobstore is down) and replica 2 directly:
 jobstore.url = "http://<proxy>,http://<replica 2>".
 """
+import json
 import os
 import re
 import time
@@ -194,6 +195,19 @@ def test_1_entry_clean_with_canceled_sql(s):
 def test_1_flink_reports_job_canceled(s):
     wait_for("CANCELED", lambda: s.plugin.job_state(s.job, s.new)[0] == "CANCELED", 60)
     return "CANCELED"
+
+
+def test_1_application_entry_clean_too(s):
+    """Flink 2.3 marks the job's application (a job submitted alone is an application of the job's
+    id) clean after the job: (2) holds mark-cleans again only once it is, so that what (2) holds
+    is its own job's (a CI run held this one there)."""
+    url = f"{s.r2.url}/v1/clusters/{s.cid}/application-results/{s.job}"
+
+    def state():
+        status, body = http("GET", url)
+        return json.loads(body).get("state") if status == 200 else None
+    wait_for("the application's entry clean", lambda: state() == "clean", 60)
+    return "application entry clean"
 
 
 # (2) dirty-entry recovery ------------------------------------------------------------------------
