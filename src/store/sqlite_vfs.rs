@@ -560,6 +560,10 @@ unsafe extern "C" fn current_time_int64(vfs: *mut ffi::sqlite3_vfs, out: *mut i6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sqlx::sqlite::{
+        SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous,
+    };
+    use sqlx::{ConnectOptions, Connection, Executor};
     use std::sync::Mutex;
 
     /// WAL files (by path) whose writes fail past a size, as on a full disk.
@@ -579,6 +583,82 @@ mod tests {
         }
     }
 
+    /// A fresh database in a folder of its own, in WAL mode with `synchronous=FULL`, with a
+    /// table `t (k, v)`: a writer on this VFS with one more pragma, and a reader on the
+    /// default VFS.
+    struct Db {
+        dir: std::path::PathBuf,
+        options: SqliteConnectOptions,
+        writer: SqliteConnection,
+        reader: SqliteConnection,
+    }
+
+    impl Db {
+        async fn new(pragma: &'static str, value: &'static str) -> Db {
+            register().unwrap();
+            let dir = std::env::temp_dir().join(format!("jobstore-vfs-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let options = SqliteConnectOptions::new()
+                .filename(dir.join("t.db"))
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full);
+            let mut writer = options
+                .clone()
+                .vfs(NAME)
+                .pragma(pragma, value)
+                .connect()
+                .await
+                .unwrap();
+            let reader = options.clone().connect().await.unwrap();
+            writer
+                .execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL)")
+                .await
+                .unwrap();
+            Db {
+                dir,
+                options,
+                writer,
+                reader,
+            }
+        }
+
+        /// The path of the database's WAL file.
+        fn wal(&self) -> String {
+            format!("{}-wal", self.dir.join("t.db").display())
+        }
+
+        /// Closes both connections, then reads the file alone on the default VFS (the WAL
+        /// recovered and checkpointed): `integrity_check` must say ok; the keys of `t` in
+        /// order and the sum of the values' lengths. The folder is removed.
+        async fn close_and_read(self) -> (Vec<i64>, i64) {
+            self.writer.close().await.unwrap();
+            self.reader.close().await.unwrap();
+            let mut check = self.options.connect().await.unwrap();
+            let verdict: String = sqlx::query_scalar("PRAGMA integrity_check")
+                .fetch_one(&mut check)
+                .await
+                .unwrap();
+            assert_eq!(verdict, "ok");
+            let keys = rows(&mut check).await;
+            let bytes: i64 = sqlx::query_scalar("SELECT coalesce(sum(length(v)), 0) FROM t")
+                .fetch_one(&mut check)
+                .await
+                .unwrap();
+            check.close().await.unwrap();
+            std::fs::remove_dir_all(&self.dir).unwrap();
+            (keys, bytes)
+        }
+    }
+
+    /// The keys of `t`, in order.
+    async fn rows(conn: &mut SqliteConnection) -> Vec<i64> {
+        sqlx::query_scalar("SELECT k FROM t ORDER BY k")
+            .fetch_all(conn)
+            .await
+            .unwrap()
+    }
+
     /// A write that fails below the gathering (a full disk) fails its commit, and the
     /// commits before it stay whole: SQLite reports the failure at the commit's sync, where
     /// the gathered frames are written; the commit's rows are not visible, nor in the file
@@ -586,37 +666,13 @@ mod tests {
     /// once the disk has room again are whole too.
     #[tokio::test]
     async fn a_failed_write_fails_its_commit_and_the_committed_rows_stay() {
-        use sqlx::ConnectOptions;
-        use sqlx::Connection;
-        use sqlx::Executor;
-        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-        register().unwrap();
-        let dir = std::env::temp_dir().join(format!("jobstore-vfs-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let db = dir.join("t.db");
-        let wal = format!("{}-wal", db.display());
-        let options = SqliteConnectOptions::new()
-            .filename(&db)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full);
         // No checkpoints: the WAL only grows, to the limit.
-        let mut writer = options
-            .clone()
-            .vfs(NAME)
-            .pragma("wal_autocheckpoint", "0")
-            .connect()
-            .await
-            .unwrap();
-        let mut reader = options.clone().connect().await.unwrap();
-        writer
-            .execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL)")
-            .await
-            .unwrap();
+        let mut db = Db::new("wal_autocheckpoint", "0").await;
+        let wal = db.wal();
         // One transaction of 20 rows of 1 KB: Ok(()) once committed, Err(code) of the
         // statement that failed, with "insert" or "commit".
         async fn round(
-            writer: &mut sqlx::SqliteConnection, round: i64,
+            writer: &mut SqliteConnection, round: i64,
         ) -> Result<(), (&'static str, String)> {
             let code = |e: sqlx::Error| {
                 e.as_database_error()
@@ -644,12 +700,6 @@ mod tests {
                 }
             }
         }
-        async fn rows(reader: &mut sqlx::SqliteConnection) -> Vec<i64> {
-            sqlx::query_scalar("SELECT k FROM t ORDER BY k")
-                .fetch_all(reader)
-                .await
-                .unwrap()
-        }
         let keys = |rounds: &[i64]| -> Vec<i64> {
             rounds
                 .iter()
@@ -662,7 +712,7 @@ mod tests {
         let mut committed = Vec::new();
         let mut failed = None;
         for r in 0..100 {
-            match round(&mut writer, r).await {
+            match round(&mut db.writer, r).await {
                 Ok(()) => committed.push(r),
                 Err(e) => {
                     failed = Some((r, e));
@@ -679,68 +729,33 @@ mod tests {
         // SQLITE_FULL (13), reported by the commit: the rows' statements gathered their
         // spilled frames or none, the commit's sync wrote them.
         assert_eq!((at, code.as_str()), ("commit", "13"));
-        assert_eq!(rows(&mut reader).await, keys(&committed));
+        assert_eq!(rows(&mut db.reader).await, keys(&committed));
         // Full still: the next commit fails as well, and changes nothing.
-        assert!(round(&mut writer, failed_round + 1).await.is_err());
-        assert_eq!(rows(&mut reader).await, keys(&committed));
+        assert!(round(&mut db.writer, failed_round + 1).await.is_err());
+        assert_eq!(rows(&mut db.reader).await, keys(&committed));
 
         // Room again: the writer commits, and the failed commits' bytes never reach the
         // file.
         set_full_past(&wal, None);
         for r in failed_round + 2..failed_round + 7 {
-            round(&mut writer, r).await.unwrap();
+            round(&mut db.writer, r).await.unwrap();
             committed.push(r);
         }
-        assert_eq!(rows(&mut reader).await, keys(&committed));
-        writer.close().await.unwrap();
-        reader.close().await.unwrap();
-        // The file, read by the default VFS alone after both closed (the WAL recovered and
-        // checkpointed): whole, and exactly the committed rows in it.
-        let mut check = options.connect().await.unwrap();
-        let verdict: String = sqlx::query_scalar("PRAGMA integrity_check")
-            .fetch_one(&mut check)
-            .await
-            .unwrap();
-        assert_eq!(verdict, "ok");
-        assert_eq!(rows(&mut check).await, keys(&committed));
-        let bytes: i64 = sqlx::query_scalar("SELECT sum(length(v)) FROM t")
-            .fetch_one(&mut check)
-            .await
-            .unwrap();
-        assert_eq!(bytes, committed.len() as i64 * 20 * 1000);
-        check.close().await.unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(rows(&mut db.reader).await, keys(&committed));
+        // The file alone afterwards: whole, and exactly the committed rows in it.
+        assert_eq!(
+            db.close_and_read().await,
+            (keys(&committed), committed.len() as i64 * 20 * 1000)
+        );
     }
 
     /// The gathering, on a real file: a WAL's frames of one commit reach the default VFS in
     /// one write, and another connection (on the default VFS) reads every committed row.
     #[tokio::test]
     async fn a_commits_frames_are_one_write_and_readers_see_them() {
-        use sqlx::ConnectOptions;
-        use sqlx::Connection;
-        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-        register().unwrap();
-        let dir = std::env::temp_dir().join(format!("jobstore-vfs-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let options = SqliteConnectOptions::new()
-            .filename(dir.join("t.db"))
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full);
         // A page cache of 10 pages: the large transactions spill frames to the WAL before
         // their commit and read them back (`xRead` after gathered writes).
-        let mut writer = options
-            .clone()
-            .vfs(NAME)
-            .pragma("cache_size", "10")
-            .connect()
-            .await
-            .unwrap();
-        let mut reader = options.clone().connect().await.unwrap();
-        sqlx::query("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB NOT NULL)")
-            .execute(&mut writer)
-            .await
-            .unwrap();
+        let mut db = Db::new("cache_size", "10").await;
         // Commits of 50 rows (about 13 pages), and every fifth of 400 rows (about 100 pages,
         // more than one call of the default VFS takes and more than the gathering holds);
         // round 7 rolls back.
@@ -752,7 +767,7 @@ mod tests {
                 50
             };
             let (asked, made) = wal_writes();
-            let mut tx = writer.begin().await.unwrap();
+            let mut tx = db.writer.begin().await.unwrap();
             for i in 0..rows {
                 sqlx::query("INSERT INTO t (k, v) VALUES (?, randomblob(1000))")
                     .bind(round * 1000 + i)
@@ -772,7 +787,7 @@ mod tests {
                 "50 rows of 1 KB are at least 12 pages, 2 writes each"
             );
             let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
-                .fetch_one(&mut reader)
+                .fetch_one(&mut db.reader)
                 .await
                 .unwrap();
             total += rows;
@@ -782,25 +797,12 @@ mod tests {
         let (asked, made) = wal_writes();
         assert!(made * 4 <= asked, "{made} writes made for {asked} asked");
         let rolled_back: i64 = sqlx::query_scalar("SELECT count(*) FROM t WHERE k / 1000 = 7")
-            .fetch_one(&mut reader)
+            .fetch_one(&mut db.reader)
             .await
             .unwrap();
         assert_eq!(rolled_back, 0);
-        writer.close().await.unwrap();
-        reader.close().await.unwrap();
-        // The file, read by the default VFS alone after both closed: whole and every row in it.
-        let mut check = options.connect().await.unwrap();
-        let verdict: String = sqlx::query_scalar("PRAGMA integrity_check")
-            .fetch_one(&mut check)
-            .await
-            .unwrap();
-        assert_eq!(verdict, "ok");
-        let (n, bytes): (i64, i64) = sqlx::query_as("SELECT count(*), sum(length(v)) FROM t")
-            .fetch_one(&mut check)
-            .await
-            .unwrap();
-        assert_eq!((n, bytes), (total, total * 1000));
-        check.close().await.unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+        // The file alone afterwards: whole and every row in it.
+        let (keys, bytes) = db.close_and_read().await;
+        assert_eq!((keys.len() as i64, bytes), (total, total * 1000));
     }
 }
