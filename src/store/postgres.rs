@@ -81,6 +81,9 @@ pub(crate) struct Link {
     /// reach was left, or went away).
     reset_at: Mutex<Instant>,
     pools: OnceLock<[PgPool; 2]>,
+    /// The group commit flushers' own pools ([`PgDb::flusher`]); locked while the server
+    /// changes, so that a pool made meanwhile connects to the new one.
+    flushers: Mutex<Vec<PgPool>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,13 +220,18 @@ impl Link {
         match probe {
             Probe::Found(i, conn) => {
                 if before != LinkState::Up(i) {
+                    let flushers = self.flushers.lock().unwrap_or_else(|e| e.into_inner());
                     if let Some([pool, listen_pool]) = self.pools.get() {
                         let options = self.target.hosts[i].1.clone();
                         listen_pool.set_connect_options(
                             options.clone().application_name(&listen_application_name()),
                         );
+                        for flusher in flushers.iter() {
+                            flusher.set_connect_options(options.clone());
+                        }
                         pool.set_connect_options(options);
                     }
+                    drop(flushers);
                     self.reset_connections();
                     tracing::info!(
                         host = self.host_name(i),
@@ -438,9 +446,42 @@ impl PgDb {
             .inspect_err(|e| self.link.saw(e))
     }
 
-    /// Closes the request pool (waiting for the connections in use), then the LISTEN's.
+    /// The same database through a pool of its own for the group commit's flusher
+    /// (`group_commit::start`), made on the runtime that calls this: its connection's
+    /// round trips are then polled by the flusher's own thread, not behind the requests'
+    /// tasks. One connection, with the request pool's settings and checks; it follows the
+    /// link's change of server as the request pool does, and closes with it.
+    pub(crate) fn flusher(&self) -> PgDb {
+        let mut flushers = self.link.flushers.lock().unwrap_or_else(|e| e.into_inner());
+        flushers.retain(|p| !p.is_closed());
+        let options = self.pool.options();
+        let pool = pool_options(&self.link)
+            .max_connections(1)
+            .acquire_timeout(options.get_acquire_timeout())
+            .max_lifetime(options.get_max_lifetime())
+            .idle_timeout(options.get_idle_timeout())
+            .connect_lazy_with((*self.pool.connect_options()).clone());
+        flushers.push(pool.clone());
+        PgDb {
+            pool,
+            listen_pool: self.listen_pool.clone(),
+            link: self.link.clone(),
+        }
+    }
+
+    /// Closes the request pool (waiting for the connections in use), the flushers', then
+    /// the LISTEN's.
     pub(crate) async fn close(&self) {
         self.pool.close().await;
+        let flushers = self
+            .link
+            .flushers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for flusher in flushers {
+            flusher.close().await;
+        }
         self.listen_pool.close().await;
         self.link.wake.notify_one();
     }
@@ -477,6 +518,7 @@ pub(crate) async fn open(config: &StoreConfig) -> anyhow::Result<Db> {
         wake: Notify::new(),
         reset_at: Mutex::new(Instant::now()),
         pools: OnceLock::new(),
+        flushers: Mutex::new(Vec::new()),
     });
     // The server at start: the first host that takes writes (the migration needs one).
     let found = match tokio::time::timeout(config.acquire_timeout, link.probe(probe_timeout)).await
