@@ -112,12 +112,20 @@ class Writers:
             lat = [r[1] - r[0] for r in self.records if r[2] == status and r[0] >= since]
         return max(lat) if lat else 0.0
 
-    def present(self):
-        """Every job id stored for the writers' cluster (paged listing)."""
+    def present(self, within=60):
+        """Every job id stored for the writers' cluster (paged listing). A 503 (the database
+        unavailable for a moment) is tried again every 0.2 s for up to `within` seconds, as
+        the writers do: the primary can move once more right after the scenario's change (a
+        CI run's listing was answered 503 five seconds after a SIGKILL of node1, which had
+        restarted in place; node2 was primary by the next scenario)."""
         ids, after = set(), None
+        deadline = time.time() + within
         while True:
             url = f"{self.url}?limit=10000" + (f"&after={after}" if after else "")
             status, body = http("GET", url, timeout=60)
+            if status == 503 and time.time() < deadline:
+                time.sleep(0.2)
+                continue
             if status != 200:
                 raise Fail(f"GET {url}: {status} {snippet(body)}")
             j = json.loads(body)
