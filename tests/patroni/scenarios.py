@@ -115,9 +115,10 @@ class Writers:
     def present(self, within=60):
         """Every job id stored for the writers' cluster (paged listing). A 503 (the database
         unavailable for a moment) is tried again every 0.2 s for up to `within` seconds, as
-        the writers do: the primary can move once more right after the scenario's change (a
-        CI run's listing was answered 503 five seconds after a SIGKILL of node1, which had
-        restarted in place; node2 was primary by the next scenario)."""
+        the writers do: the database can be unavailable again right after the scenario's
+        change (a CI run's listing was answered 503 five seconds after a SIGKILL of node1's
+        postmaster, once the writers had been answered again; node2 was primary by the next
+        scenario)."""
         ids, after = set(), None
         deadline = time.time() + within
         while True:
