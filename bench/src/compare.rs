@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use crate::cells::{Side, Timing, Watch, run_cell};
+use crate::cells::{Side, Summary, Timing, Watch, run_cell};
 use crate::cli::{Args, Compare, Workload};
 use crate::database::Database;
 use crate::direct::Id;
@@ -35,6 +35,17 @@ use crate::workloads::{Outcome, Target, Work, create_operations};
 
 const JOBMANAGER: &str = "Flink JobManager";
 const FILE_STORE: &str = "FileSystemJobResultStore";
+
+/// The pause after each sync of the disk's second probe.
+const FSYNC_GAP: Duration = Duration::from_micros(500);
+
+/// The disk's sync latency, back to back and after [`FSYNC_GAP`].
+async fn fsync_probes(dir: &Path) -> anyhow::Result<(Summary, Summary)> {
+    Ok((
+        fdatasync_latency(dir, Duration::ZERO).await?,
+        fdatasync_latency(dir, FSYNC_GAP).await?,
+    ))
+}
 
 /// One of Flink's servers, and what the clients do against it (and against serve).
 struct Opponent {
@@ -78,7 +89,7 @@ pub async fn run_comparisons(
         savepoint_dir: String::new(),
         opponents: Vec::new(),
     };
-    let fsync_before = fdatasync_latency(&scratch.path).await?;
+    let fsync_before = fsync_probes(&scratch.path).await?;
     let mut outcome = start_flink(
         args,
         &payloads,
@@ -91,10 +102,19 @@ pub async fn run_comparisons(
     if outcome.is_ok() {
         outcome = compare(args, serve_bin, &flink, &mut report).await;
     }
-    if let Ok(after) = fdatasync_latency(&scratch.path).await {
+    if let Ok(after) = fsync_probes(&scratch.path).await {
+        let [(b0, b1), (a0, a1)] = [fsync_before, after];
         report.setup.push(format!(
-            "the disk's fdatasync of an 8 KB write (what each durable commit waits for) in the temp folder: p50 {:.2} ms, p99 {:.2} ms before the comparisons; p50 {:.2} ms, p99 {:.2} ms after",
-            fsync_before.p50, fsync_before.p99, after.p50, after.p99
+            "the disk's fdatasync of an 8 KB write (what each durable commit waits for) in the temp folder: back to back, p50 {:.2} ms, p99 {:.2} ms before the comparisons, p50 {:.2} ms, p99 {:.2} ms after; {} ms after the previous one (as a flush at few clients meets it), p50 {:.2} ms, p99 {:.2} ms before, p50 {:.2} ms, p99 {:.2} ms after",
+            b0.p50,
+            b0.p99,
+            a0.p50,
+            a0.p99,
+            FSYNC_GAP.as_secs_f64() * 1e3,
+            b1.p50,
+            b1.p99,
+            a1.p50,
+            a1.p99
         ));
     }
     if let Some(c) = &mut flink.cluster {

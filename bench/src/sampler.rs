@@ -118,8 +118,11 @@ impl RssSampler {
 }
 
 /// The disk's commit latency: 50 writes of 8 KB to a file in `dir`, each followed by
-/// fdatasync (what a durable commit waits for), timed.
-pub async fn fdatasync_latency(dir: &Path) -> anyhow::Result<Summary> {
+/// fdatasync (what a durable commit waits for), timed, then `gap` without one. Some disks
+/// sync within 0.1 ms only when the syncs come back to back, and take several times that
+/// after a gap of a quarter of a millisecond (BENCHMARKS.md, `scripts/bench/fsync-gaps.py`):
+/// a flush at few clients meets the gap (its answers out, the next requests in).
+pub async fn fdatasync_latency(dir: &Path, gap: Duration) -> anyhow::Result<Summary> {
     let path = dir.join("fdatasync-probe");
     tokio::task::spawn_blocking(move || {
         let mut file = std::fs::File::create(&path)?;
@@ -130,6 +133,9 @@ pub async fn fdatasync_latency(dir: &Path) -> anyhow::Result<Summary> {
             let t = Instant::now();
             file.sync_data()?;
             samples.push(t.elapsed());
+            if !gap.is_zero() {
+                std::thread::sleep(gap);
+            }
         }
         std::fs::remove_file(&path)?;
         Ok(samples.sorted())
