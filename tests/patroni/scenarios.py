@@ -28,6 +28,19 @@ def error_text(body):
     return snippet(body, 200)
 
 
+def http_settled(method, url, body=None, within=30, timeout=20):
+    """As the plugin's client does: a 503 (the database unavailable for a moment, as while
+    jobstore selects the new primary) is tried again, every 0.2 s for up to `within`
+    seconds. (status, answer, the number of 503s before it)."""
+    deadline, retried = time.time() + within, 0
+    while True:
+        s, answer = http(method, url, body, timeout=timeout)
+        if s != 503 or time.time() >= deadline:
+            return s, answer, retried
+        retried += 1
+        time.sleep(0.2)
+
+
 # --- load: job-result creates ----------------------------------------------------------------------
 
 class Writers:
@@ -114,19 +127,16 @@ class Writers:
 
     def present(self, within=60):
         """Every job id stored for the writers' cluster (paged listing). A 503 (the database
-        unavailable for a moment) is tried again every 0.2 s for up to `within` seconds, as
-        the writers do: the database can be unavailable again right after the scenario's
-        change (a CI run's listing was answered 503 five seconds after a SIGKILL of node1's
-        postmaster, once the writers had been answered again; node2 was primary by the next
-        scenario)."""
+        unavailable for a moment) is tried again (`http_settled`) until `within` seconds
+        passed, as the writers do: the database can be unavailable again right after the
+        scenario's change (a CI run's listing was answered 503 five seconds after a SIGKILL of
+        node1's postmaster, once the writers had been answered again; node2 was primary by
+        the next scenario)."""
         ids, after = set(), None
         deadline = time.time() + within
         while True:
             url = f"{self.url}?limit=10000" + (f"&after={after}" if after else "")
-            status, body = http("GET", url, timeout=60)
-            if status == 503 and time.time() < deadline:
-                time.sleep(0.2)
-                continue
+            status, body, _ = http_settled("GET", url, within=max(0.0, deadline - time.time()), timeout=60)
             if status != 200:
                 raise Fail(f"GET {url}: {status} {snippet(body)}")
             j = json.loads(body)
@@ -293,21 +303,16 @@ class Holder:
             self.epoch, self.lease_id = j["epoch"], j.get("lease-id")
         return status, body
 
+    def route_url(self, path):
+        """A path of the holder's HA routes; "!path" is one of the cluster's own."""
+        return (self.cluster_url if path.startswith("!") else self.base) + path.lstrip("!")
+
     def req(self, method, path, body, timeout=20):
-        url = (self.cluster_url if path.startswith("!") else self.base) + path.lstrip("!")
-        return http(method, url, body, timeout=timeout)
+        return http(method, self.route_url(path), body, timeout=timeout)
 
     def req_settled(self, method, path, body, within=30):
-        """As the plugin's client does: a 503 (the database unavailable for a moment, as while
-        jobstore selects the new primary) is tried again, every 0.2 s for up to `within`
-        seconds. (status, answer, the number of 503s before it)."""
-        deadline, retried = time.time() + within, 0
-        while True:
-            s, answer = self.req(method, path, body)
-            if s != 503 or time.time() >= deadline:
-                return s, answer, retried
-            retried += 1
-            time.sleep(0.2)
+        """`http_settled` on one of the holder's paths: (status, answer, 503s before it)."""
+        return http_settled(method, self.route_url(path), body, within=within)
 
     def writes(self, job, tag):
         """Every fenced write, in an order that leaves the destructive ones (cleanups, release)
