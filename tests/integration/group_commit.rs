@@ -666,3 +666,70 @@ fn the_pages_script_shows_the_rowid_tables_writing_fewer_pages() {
         "V14 writes fewer pages per transaction: {stdout}"
     );
 }
+
+/// `scripts/bench/fsync-gaps.py` (BENCHMARKS.md) times the disk's fsync back to back and
+/// after each gap asked for: a row per size and gap, in that order, with figures that are
+/// times; its file's folder is gone at the end; a bad argument is refused with a message.
+#[test]
+fn the_fsync_gaps_script_times_every_size_and_gap_and_leaves_nothing() {
+    let run = |args: &[&str]| {
+        std::process::Command::new("python3")
+            .arg("scripts/bench/fsync-gaps.py")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("python3 runs")
+    };
+    let out = run(&["--sizes", "4096,65536", "--gaps", "0,200", "--rounds", "20"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| bytes"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    let asked: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        asked,
+        [
+            ("4096", "0"),
+            ("4096", "200"),
+            ("65536", "0"),
+            ("65536", "200")
+        ],
+        "{stdout}"
+    );
+    for row in &rows {
+        let figures: Vec<f64> = row[2..]
+            .iter()
+            .map(|f| f.parse().expect("a figure"))
+            .collect();
+        assert_eq!(figures.len(), 4, "p50, p90, p99, mean: {stdout}");
+        assert!(figures.iter().all(|&f| f > 0.0), "{stdout}");
+        assert!(
+            figures[0] <= figures[1] && figures[1] <= figures[2],
+            "percentiles in order: {stdout}"
+        );
+    }
+    let folder = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("fsync in "))
+        .and_then(|l| l.split(", ").next())
+        .expect("the script names its folder");
+    assert!(
+        !std::path::Path::new(folder).exists(),
+        "{folder} is removed"
+    );
+
+    let refused = run(&["--rounds", "0"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--rounds"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
