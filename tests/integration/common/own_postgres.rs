@@ -100,7 +100,21 @@ impl OwnPostgres {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        pg.pg_start();
+        // The port was free when it was chosen, but another test's server, or a connection's
+        // local port (the same ephemeral range), can take it before the server binds it (a
+        // CI run met "could not bind IPv4 address: Address already in use"): the first start
+        // then tries another free port, a few times. Later starts (after an outage) keep the
+        // port the test's URLs name.
+        for attempt in 1.. {
+            match pg.try_start() {
+                Ok(()) => break,
+                Err(e) if attempt < 5 && e.contains("Address already in use") => {
+                    eprintln!("own PostgreSQL: port {} taken, another one", pg.port);
+                    pg.port = free_port();
+                }
+                Err(e) => panic!("pg_ctl start failed: {e}"),
+            }
+        }
         pg
     }
 
@@ -126,7 +140,16 @@ impl OwnPostgres {
 
     /// `pg_ctl start`, waiting until it accepts connections.
     pub fn pg_start(&mut self) {
+        if let Err(e) = self.try_start() {
+            panic!("pg_ctl start failed: {e}");
+        }
+    }
+
+    /// `pg_ctl start`: `Err` with pg_ctl's output and what this start wrote to the server's
+    /// log when the server did not come up.
+    fn try_start(&mut self) -> Result<(), String> {
         let log = self.dir.path().join("postgres.log");
+        let logged = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) as usize;
         let options = format!(
             "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c max_connections=200",
             self.port,
@@ -142,14 +165,17 @@ impl OwnPostgres {
             &options,
             "start",
         ]);
-        assert!(
-            out.status.success(),
-            "pg_ctl start failed: {}{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+        if !out.status.success() {
+            let text = std::fs::read(&log).unwrap_or_default();
+            return Err(format!(
+                "{}{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(text.get(logged..).unwrap_or_default())
+            ));
+        }
         self.running = true;
+        Ok(())
     }
 
     /// `pg_ctl stop -m fast`: sessions are ended, the server goes down.
